@@ -1,0 +1,52 @@
+"""tf-julia-bridge: TensorFlow through its C API, with Julia functions as ops.
+
+The TensorFlow libraries are loaded on first use (never ``import tensorflow``
+in a process that runs Julia); Julia is started only when something needs it.
+"""
+from __future__ import annotations
+
+from . import dtypes, errors
+from .dtypes import DType, as_dtype
+from .tensor import Tensor, aligned_empty
+from .attrs import Shape
+from .graph import Graph, Operation, Output, get_default_graph, reset_default_graph
+from .session import Session, SessionConfig
+from .saved_model import SavedModel, Signature, load_saved_model
+from .scopes import colocate_with, control_dependencies, device, name_scope
+
+__version__ = "0.1.0"
+
+# Heavier parts load on first access, so `import bridge` stays fast.
+_LAZY = {
+    "ops": ("bridge.ops", None),
+    "julia": ("bridge.julia", None),
+    "customop": ("bridge.customop", None),
+    "constant": ("bridge.builders", "constant"),
+    "placeholder": ("bridge.builders", "placeholder"),
+    "Variable": ("bridge.builders", "Variable"),
+    "SparseTensor": ("bridge.builders", "SparseTensor"),
+    "load_op_library": ("bridge.op_library", "load_op_library"),
+    "gradients": ("bridge.gradients", "gradients"),
+    "jacobian": ("bridge.gradients", "jacobian"),
+    "hessian": ("bridge.gradients", "hessian"),
+    "RegisterGradient": ("bridge.gradients", "RegisterGradient"),
+    "function": ("bridge.function", "function"),
+    "cond": ("bridge.control_flow", "cond"),
+    "while_loop": ("bridge.control_flow", "while_loop"),
+    "gradcheck": ("bridge.gradcheck", "gradcheck"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'bridge' has no attribute '{name}'")
+    import importlib
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,0 +1,116 @@
+"""The one module that finds and loads the TensorFlow C API.
+
+TensorFlow's libraries come from the installed ``tensorflow`` (or
+``tensorflow-cpu``) wheel, located without importing it (``import tensorflow``
+costs seconds and must never happen in a process that runs Julia).  A
+standalone libtensorflow can be named with ``TFBRIDGE_LIBTENSORFLOW`` (the
+folder holding ``libtensorflow_cc.so.2`` or ``libtensorflow.so.2``, and
+``libtensorflow_framework.so.2``).
+
+Both libraries are loaded RTLD_LOCAL|RTLD_NOW and must be loaded before
+libjulia: they bundle an LLVM whose symbols clash with Julia's, and binding
+every symbol now, privately, keeps later lazy bindings from landing in Julia's
+copy (see ENVIRONMENT notes: other orders hang or segfault).
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+from cffi import FFI
+
+_DECL_DIR = Path(__file__).resolve().parent / "decl"
+_DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h")
+
+ffi = FFI()
+for _name in _DECL_FILES:
+    ffi.cdef((_DECL_DIR / _name).read_text())
+
+
+class LibraryNotFoundError(ImportError):
+    """The TensorFlow C API libraries could not be found or loaded."""
+
+
+def _tensorflow_dir() -> Path:
+    override = os.environ.get("TFBRIDGE_LIBTENSORFLOW")
+    if override:
+        path = Path(override)
+        if not path.is_dir():
+            raise LibraryNotFoundError(f"TFBRIDGE_LIBTENSORFLOW={override} is not a folder")
+        return path
+    spec = importlib.util.find_spec("tensorflow")  # locates the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise LibraryNotFoundError(
+            "TensorFlow's C API was not found: install the 'tensorflow-cpu' (or 'tensorflow') wheel "
+            "into this Python environment, or set TFBRIDGE_LIBTENSORFLOW to a folder holding "
+            "libtensorflow_cc.so.2 and libtensorflow_framework.so.2")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def library_paths() -> tuple[Path, Path]:
+    """Return (framework library, C API library) paths, or raise naming what is missing."""
+    folder = _tensorflow_dir()
+    framework = folder / "libtensorflow_framework.so.2"
+    candidates = [folder / "libtensorflow_cc.so.2", folder / "libtensorflow.so.2"]
+    c_api = next((c for c in candidates if c.exists()), None)
+    missing = [str(p) for p in [framework] if not p.exists()]
+    if c_api is None:
+        missing.append(" or ".join(str(c) for c in candidates))
+    if missing:
+        raise LibraryNotFoundError("TensorFlow C API library missing: " + "; ".join(missing))
+    return framework, c_api
+
+
+def include_dir() -> Path:
+    """TensorFlow's C/C++ headers (shipped in the wheel)."""
+    path = _tensorflow_dir() / "include"
+    if not (path / "tensorflow" / "c" / "c_api.h").exists():
+        raise LibraryNotFoundError(f"TensorFlow headers not found under {path}")
+    return path
+
+
+_lock = threading.Lock()
+_lib = None
+_pinned: list = []
+
+
+def load():
+    """Load the TF libraries once (RTLD_LOCAL|RTLD_NOW) and return the cffi library."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            framework, c_api = library_paths()
+            flags = os.RTLD_LOCAL | os.RTLD_NOW
+            # TF's INFO lines (oneDNN notices) are noise for a library user.
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+            try:
+                # The framework first: the C API library and every custom-op
+                # library resolve their framework symbols against this copy.
+                # ctypes handles are never dlclose'd: unloading TF while its
+                # threads or static objects live segfaults at exit.
+                _pinned.append(ctypes.CDLL(str(framework), mode=flags))
+                _pinned.append(ctypes.CDLL(str(c_api), mode=flags))
+                _lib = ffi.dlopen(str(c_api), flags)
+            except OSError as exc:
+                raise LibraryNotFoundError(f"could not load TensorFlow from {c_api}: {exc}") from exc
+    return _lib
+
+
+def is_loaded() -> bool:
+    return _lib is not None
+
+
+class _LazyLib:
+    """Module-level ``lib`` that loads TensorFlow on first use."""
+
+    def __getattr__(self, name):
+        value = getattr(load(), name)
+        return value
+
+
+lib = _LazyLib()

@@ -1,0 +1,48 @@
+"""Where the package's non-Python resources live.
+
+In a wheel they sit inside the package (``bridge/_resources``); in a source
+checkout or an editable install they are the top-level folders beside
+``bridge/``.  Everything that needs a template, the C++ runtime or the Julia
+module asks here, so there is one place that knows both layouts.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def _resource_dir(name: str) -> Path:
+    installed = _PKG / "_resources" / name
+    if installed.is_dir():
+        return installed
+    source = _PKG.parent / name
+    if source.is_dir():
+        return source
+    raise FileNotFoundError(
+        f"bridge resource folder '{name}' is missing: looked in {installed} and {source}")
+
+
+def templates_dir() -> Path:
+    return _resource_dir("templates")
+
+
+def kernels_cpp_dir() -> Path:
+    return _resource_dir("kernels_cpp")
+
+
+def julia_dir() -> Path:
+    return _resource_dir("julia")
+
+
+def cache_dir() -> Path:
+    """Per-user cache for generated op modules and built libraries."""
+    root = os.environ.get("TFBRIDGE_CACHE_DIR")
+    if root:
+        path = Path(root)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "tf-julia-bridge"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

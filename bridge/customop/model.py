@@ -1,0 +1,58 @@
+"""The parsed form of a custom_op.txt spec: what the parser produces and the
+code generator consumes (spec -> generated code -> build -> load -> run)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+# A dimension is an int (fixed size), a str naming a dimension ("n", shared
+# between arguments: every argument that names it must agree at run time), an
+# Expr (simple arithmetic over named dims, e.g. n*n), or None for "?" (unknown).
+
+
+@dataclass(frozen=True)
+class Expr:
+    """Arithmetic over named dimensions and integers, e.g. ``n*n`` or ``m+1``.
+
+    ``text`` is normalised source (no spaces); ``names`` the dimension names used.
+    Only + - * // and parentheses are allowed.
+    """
+    text: str
+    names: tuple[str, ...]
+
+
+Dim = Union[int, str, Expr, None]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One input or output of the op."""
+    name: str            # lower-case identifier, as in the spec
+    dtype: str           # canonical: double, float, int32, int64, bool, string
+    shape: tuple[Dim, ...]  # () for a scalar
+    line: int            # 1-based line in the spec file, for error messages
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An op attribute (extension: ``@attr TYPE NAME [= DEFAULT]``)."""
+    name: str
+    dtype: str           # double, float, int64, bool, string
+    default: Optional[object]
+    line: int
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str                        # CamelCase op name, e.g. TwoLayer
+    inputs: tuple[Arg, ...]
+    outputs: tuple[Arg, ...]
+    attrs: tuple[Attr, ...] = ()
+    forward: str = ""                # Julia function name; default snake_case(name)
+    backward: str = ""               # Julia gradient function; default forward + "_grad"
+    path: str = "custom_op.txt"      # where the spec came from, for messages
+    source: str = field(default="", compare=False)  # the spec text, for cache keys

@@ -1,0 +1,575 @@
+"""Graph, Operation and Output over TF_Graph / TF_Operation / TF_Output.
+
+A Graph also carries the construction context TensorFlow users expect:
+name scopes, device scopes, control dependencies and colocation, which every
+op created in it picks up (see :meth:`Graph.create_op`).
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from typing import Any, Iterator, Optional, Sequence, Union
+
+from . import _proto as pb
+from . import dtypes
+from ._lib import ffi, lib
+from .attrs import Shape, decode_attr_value, infer_attr_type, set_attr
+from .errors import InvalidArgumentError, NotFoundError, check, status
+
+_VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+
+
+def _read_buffer(buf) -> bytes:
+    return bytes(ffi.buffer(buf.data, buf.length))
+
+
+class Output:
+    """One output of an operation: a symbolic tensor (``"op:index"``)."""
+
+    __slots__ = ("op", "index")
+
+    def __init__(self, op: "Operation", index: int):
+        self.op = op
+        self.index = index
+
+    @property
+    def graph(self) -> "Graph":
+        return self.op.graph
+
+    @property
+    def name(self) -> str:
+        return f"{self.op.name}:{self.index}"
+
+    def _c(self):
+        return ffi.new("TF_Output*", (self.op._ptr, self.index))[0]
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return dtypes.as_dtype(lib.TF_OperationOutputType(self._c()))
+
+    @property
+    def shape(self) -> Shape:
+        """Static shape as far as shape inference knows it."""
+        s = status()
+        c = self._c()
+        rank = lib.TF_GraphGetTensorNumDims(self.graph._ptr, c, s.ptr)
+        check(s, self.name)
+        if rank < 0:
+            return Shape.unknown()
+        dims = ffi.new("int64_t[]", max(rank, 1))
+        lib.TF_GraphGetTensorShape(self.graph._ptr, c, dims, rank, s.ptr)
+        check(s, self.name)
+        return Shape(None if dims[i] < 0 else int(dims[i]) for i in range(rank))
+
+    def set_shape(self, shape: Sequence[Optional[int]]) -> None:
+        dims = [-1 if d is None else int(d) for d in shape]
+        s = status()
+        lib.TF_GraphSetTensorShape(self.graph._ptr, self._c(), ffi.new("int64_t[]", dims), len(dims), s.ptr)
+        check(s, self.name)
+
+    def consumers(self) -> list["Operation"]:
+        c = self._c()
+        n = lib.TF_OperationOutputNumConsumers(c)
+        arr = ffi.new("TF_Input[]", max(n, 1))
+        n = lib.TF_OperationOutputConsumers(c, arr, n)
+        return [self.graph._wrap(arr[i].oper) for i in range(n)]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Output) and self.op == other.op and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.op, self.index))
+
+    def __repr__(self) -> str:
+        return f"<bridge.Output '{self.name}' dtype={self.dtype.name} shape={self.shape!r}>"
+
+    # Python operators delegate to the generated ops (imported on first use).
+    def __add__(self, other): return _math().add_v2(self, other)
+    def __radd__(self, other): return _math().add_v2(other, self)
+    def __sub__(self, other): return _math().sub(self, other)
+    def __rsub__(self, other): return _math().sub(other, self)
+    def __mul__(self, other): return _math().mul(self, other)
+    def __rmul__(self, other): return _math().mul(other, self)
+    def __truediv__(self, other): return _math().real_div(self, other)
+    def __rtruediv__(self, other): return _math().real_div(other, self)
+    def __matmul__(self, other): return _math().mat_mul(self, other)
+    def __rmatmul__(self, other): return _math().mat_mul(other, self)
+    def __pow__(self, other): return _math().pow(self, other)
+    def __neg__(self): return _math().neg(self)
+    def __abs__(self): return _math().abs(self)
+
+
+def _math():
+    from . import ops
+    return ops
+
+
+class Operation:
+    """A node of a graph (TF_Operation). The graph owns it."""
+
+    __slots__ = ("_ptr", "graph")
+
+    def __init__(self, ptr, graph: "Graph"):
+        self._ptr = ptr
+        self.graph = graph
+
+    @property
+    def name(self) -> str:
+        return ffi.string(lib.TF_OperationName(self._ptr)).decode()
+
+    @property
+    def type(self) -> str:
+        return ffi.string(lib.TF_OperationOpType(self._ptr)).decode()
+
+    @property
+    def device(self) -> str:
+        return ffi.string(lib.TF_OperationDevice(self._ptr)).decode()
+
+    @property
+    def num_inputs(self) -> int:
+        return lib.TF_OperationNumInputs(self._ptr)
+
+    @property
+    def num_outputs(self) -> int:
+        return lib.TF_OperationNumOutputs(self._ptr)
+
+    @property
+    def outputs(self) -> list[Output]:
+        return [Output(self, i) for i in range(self.num_outputs)]
+
+    def output(self, index: int = 0) -> Output:
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"operation '{self.name}' has {self.num_outputs} outputs, not index {index}")
+        return Output(self, index)
+
+    @property
+    def inputs(self) -> list[Output]:
+        result = []
+        for i in range(self.num_inputs):
+            src = lib.TF_OperationInput(ffi.new("TF_Input*", (self._ptr, i))[0])
+            result.append(Output(self.graph._wrap(src.oper), src.index))
+        return result
+
+    @property
+    def control_inputs(self) -> list["Operation"]:
+        n = lib.TF_OperationNumControlInputs(self._ptr)
+        arr = ffi.new("TF_Operation*[]", max(n, 1))
+        n = lib.TF_OperationGetControlInputs(self._ptr, arr, n)
+        return [self.graph._wrap(arr[i]) for i in range(n)]
+
+    @property
+    def control_outputs(self) -> list["Operation"]:
+        n = lib.TF_OperationNumControlOutputs(self._ptr)
+        arr = ffi.new("TF_Operation*[]", max(n, 1))
+        n = lib.TF_OperationGetControlOutputs(self._ptr, arr, n)
+        return [self.graph._wrap(arr[i]) for i in range(n)]
+
+    def get_attr(self, name: str) -> Any:
+        """The attribute's value (int, float, bool, bytes, DType, Shape, Tensor, lists)."""
+        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
+        s = status()
+        lib.TF_OperationGetAttrValueProto(self._ptr, name.encode(), buf, s.ptr)
+        check(s, f"operation '{self.name}'")
+        return decode_attr_value(_read_buffer(buf))
+
+    @property
+    def node_def(self) -> bytes:
+        """The serialized NodeDef."""
+        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
+        s = status()
+        lib.TF_OperationToNodeDef(self._ptr, buf, s.ptr)
+        check(s, self.name)
+        return _read_buffer(buf)
+
+    @property
+    def attr_names(self) -> list[str]:
+        return list(parse_node_def(self.node_def).attrs)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Operation) and self._ptr == other._ptr
+
+    def __hash__(self) -> int:
+        return hash(int(ffi.cast("uintptr_t", self._ptr)))
+
+    def __repr__(self) -> str:
+        return f"<bridge.Operation '{self.name}' type={self.type}>"
+
+
+class NodeInfo:
+    """A decoded NodeDef: name, op, inputs (``^name`` for control inputs), device, raw attrs."""
+
+    __slots__ = ("name", "op", "inputs", "device", "attrs")
+
+    def __init__(self, name, op, inputs, device, attrs):
+        self.name, self.op, self.inputs, self.device, self.attrs = name, op, inputs, device, attrs
+
+    def attr(self, key: str) -> Any:
+        return decode_attr_value(self.attrs[key])
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name!r}, {self.op!r}, inputs={self.inputs}, device={self.device!r})"
+
+
+def parse_node_def(buf: bytes) -> NodeInfo:
+    f = pb.fields(buf)
+    attrs = {}
+    for entry in f.get(5, []):
+        e = pb.fields(bytes(entry))
+        attrs[pb.text(e[1][0])] = bytes(e.get(2, [b""])[0])
+    return NodeInfo(pb.text(f.get(1, [b""])[0]), pb.text(f.get(2, [b""])[0]),
+                    [pb.text(x) for x in f.get(3, [])], pb.text(f.get(4, [b""])[0]), attrs)
+
+
+def parse_graph_def(buf: bytes) -> list[NodeInfo]:
+    """Nodes of a serialized GraphDef, in order."""
+    return [parse_node_def(bytes(n)) for n in pb.fields(buf).get(1, [])]
+
+
+def graph_def_library(buf: bytes) -> list[str]:
+    """Names of the functions in a serialized GraphDef's library."""
+    lib_fields = pb.fields(buf).get(2, [])
+    names = []
+    for lib_buf in lib_fields:
+        for fdef in pb.fields(bytes(lib_buf)).get(1, []):
+            sig = pb.fields(bytes(fdef)).get(1, [b""])[0]
+            names.append(pb.text(pb.fields(bytes(sig)).get(1, [b""])[0]))
+    return names
+
+
+class _ControlDeps:
+    """One ``control_dependencies`` block: its ops and the ops created inside it."""
+
+    def __init__(self, ops: list[Operation]):
+        self.ops = ops
+        self.created: set[Operation] = set()
+
+
+class Graph:
+    """A TensorFlow graph (TF_Graph)."""
+
+    def __init__(self):
+        self._ptr = ffi.gc(lib.TF_NewGraph(), lib.TF_DeleteGraph)
+        self._wrapped: dict[int, Operation] = {}
+        self._lock = threading.RLock()
+        self._names_in_use: dict[str, int] = {}
+        self._scope = ""
+        self._devices: list[Optional[str]] = []
+        self._control: list[Optional[_ControlDeps]] = []
+        self._colocate: list[Operation] = []
+        self.gradient_overrides: dict[str, str] = {}
+        self._functions: dict[str, Any] = {}
+        self._keepalive: list[Any] = []  # C objects the graph must outlive (function bodies)
+
+    # --- lookup -----------------------------------------------------------
+    def _wrap(self, ptr) -> Operation:
+        key = int(ffi.cast("uintptr_t", ptr))
+        op = self._wrapped.get(key)
+        if op is None:
+            op = self._wrapped[key] = Operation(ptr, self)
+        return op
+
+    def get_operations(self) -> list[Operation]:
+        return list(self)
+
+    def __iter__(self) -> Iterator[Operation]:
+        pos = ffi.new("size_t*", 0)
+        while True:
+            ptr = lib.TF_GraphNextOperation(self._ptr, pos)
+            if ptr == ffi.NULL:
+                return
+            yield self._wrap(ptr)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        ptr = lib.TF_GraphOperationByName(self._ptr, name.encode())
+        if ptr == ffi.NULL:
+            raise NotFoundError(f"the graph has no operation named '{name}'")
+        return self._wrap(ptr)
+
+    def get_tensor_by_name(self, name: str) -> Output:
+        op_name, _, index = name.rpartition(":")
+        if not op_name or not index.isdigit():
+            raise ValueError(f"'{name}' is not a tensor name of the form 'op:index'")
+        return self.get_operation_by_name(op_name).output(int(index))
+
+    def as_graph_element(self, obj: Any) -> Union[Output, Operation]:
+        """Resolve an Output, Operation, or name ("op:0" -> Output, "op" -> Operation)."""
+        if isinstance(obj, (Output, Operation)):
+            if obj.graph is not self:
+                raise ValueError(f"{obj!r} belongs to another graph")
+            return obj
+        if isinstance(obj, str):
+            return self.get_tensor_by_name(obj) if ":" in obj else self.get_operation_by_name(obj)
+        raise TypeError(f"cannot interpret {obj!r} as a graph element (Output, Operation or name)")
+
+    # --- GraphDef -----------------------------------------------------------
+    def as_graph_def(self) -> bytes:
+        """Serialize the graph (with its function library) to GraphDef bytes."""
+        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
+        s = status()
+        lib.TF_GraphToGraphDef(self._ptr, buf, s.ptr)
+        check(s, "exporting GraphDef")
+        return _read_buffer(buf)
+
+    def import_graph_def(self, graph_def: bytes, prefix: str = "",
+                         input_map: Optional[dict] = None,
+                         return_elements: Optional[Sequence[str]] = None) -> list:
+        """Import a serialized GraphDef into this graph.
+
+        ``input_map`` maps tensor names of the imported graph ("x:0") to Outputs
+        of this graph; ``return_elements`` names tensors ("y:0") or operations
+        ("train") of the imported graph to return, in order.
+        """
+        if not isinstance(graph_def, (bytes, bytearray, memoryview)):
+            raise TypeError("graph_def must be the serialized GraphDef bytes")
+        data = bytes(graph_def)
+        opts = ffi.gc(lib.TF_NewImportGraphDefOptions(), lib.TF_DeleteImportGraphDefOptions)
+        if prefix:
+            lib.TF_ImportGraphDefOptionsSetPrefix(opts, prefix.encode())
+        keep = []
+        for src, dst in (input_map or {}).items():
+            src_op, _, src_index = src.rpartition(":") if ":" in src else (src, "", "0")
+            name = ffi.new("char[]", src_op.encode())
+            keep.append(name)
+            lib.TF_ImportGraphDefOptionsAddInputMapping(opts, name, int(src_index or 0), self.as_graph_element(dst)._c())
+        kinds = []
+        for el in return_elements or ():
+            if ":" in el:
+                op_name, _, index = el.rpartition(":")
+                name = ffi.new("char[]", op_name.encode())
+                keep.append(name)
+                lib.TF_ImportGraphDefOptionsAddReturnOutput(opts, name, int(index))
+                kinds.append("output")
+            else:
+                name = ffi.new("char[]", el.encode())
+                keep.append(name)
+                lib.TF_ImportGraphDefOptionsAddReturnOperation(opts, name)
+                kinds.append("op")
+        buf = ffi.new("TF_Buffer*")
+        raw = ffi.new("char[]", data)
+        buf.data, buf.length = raw, len(data)
+        s = status()
+        with self._lock:
+            results = lib.TF_GraphImportGraphDefWithResults(self._ptr, buf, opts, s.ptr)
+            check(s, "importing GraphDef")
+        results = ffi.gc(results, lib.TF_DeleteImportGraphDefResults)
+        n = ffi.new("int*")
+        outs = ffi.new("TF_Output**")
+        lib.TF_ImportGraphDefResultsReturnOutputs(results, n, outs)
+        out_list = [Output(self._wrap(outs[0][i].oper), outs[0][i].index) for i in range(n[0])]
+        opers = ffi.new("TF_Operation***")
+        lib.TF_ImportGraphDefResultsReturnOperations(results, n, opers)
+        op_list = [self._wrap(opers[0][i]) for i in range(n[0])]
+        for op in self:  # imported names are taken
+            self._names_in_use.setdefault(op.name.lower(), 1)
+        ret = []
+        for kind in kinds:
+            ret.append(out_list.pop(0) if kind == "output" else op_list.pop(0))
+        return ret
+
+    # --- construction context ----------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the default graph inside the block (per thread)."""
+        _stack().append(self)
+        try:
+            yield self
+        finally:
+            _stack().pop()
+
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        """``name`` under the current scope, with "_1", "_2"... if taken (as TensorFlow does)."""
+        if self._scope:
+            name = f"{self._scope}/{name}"
+        key = name.lower()
+        with self._lock:
+            i = self._names_in_use.get(key, 0)
+            if mark_as_used:
+                self._names_in_use[key] = i + 1
+            if i > 0:
+                base = key
+                while key in self._names_in_use:
+                    key = f"{base}_{i}"
+                    i += 1
+                if mark_as_used:
+                    self._names_in_use[key] = 1
+                name = f"{name}_{i - 1}"
+        return name
+
+    def get_name_scope(self) -> str:
+        return self._scope
+
+    @contextlib.contextmanager
+    def name_scope(self, name: Optional[str]):
+        """Nest names: ops created inside are named "<scope>/<name>". A name
+        ending in "/" re-enters that exact scope; None or "" resets to the root."""
+        old = self._scope
+        if not name:
+            new = ""
+        elif name.endswith("/"):
+            new = name[:-1]
+        else:
+            if not _VALID_NAME.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = self.unique_name(name)
+        self._scope = new
+        try:
+            yield (new + "/") if new else ""
+        finally:
+            self._scope = old
+
+    @contextlib.contextmanager
+    def device(self, device: Optional[str]):
+        """Place ops created inside on ``device`` (e.g. "/cpu:0"); None clears it."""
+        self._devices.append(device)
+        try:
+            yield
+        finally:
+            self._devices.pop()
+
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs: Optional[Sequence[Any]]):
+        """Ops created inside run after ``control_inputs`` (Operations or Outputs).
+        ``None`` clears the enclosing blocks' dependencies."""
+        if control_inputs is None:
+            self._control.append(None)
+        else:
+            ops = []
+            for c in control_inputs:
+                el = self.as_graph_element(c)
+                op = el.op if isinstance(el, Output) else el
+                if op not in ops:
+                    ops.append(op)
+            self._control.append(_ControlDeps(ops))
+        try:
+            yield
+        finally:
+            self._control.pop()
+
+    @contextlib.contextmanager
+    def colocate_with(self, op: Union[Operation, Output]):
+        """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``)."""
+        el = self.as_graph_element(op)
+        self._colocate.append(el.op if isinstance(el, Output) else el)
+        try:
+            yield
+        finally:
+            self._colocate.pop()
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict[str, str]):
+        """Inside the block, ops of type K take their gradient from the function
+        registered for op_type_map[K] (see bridge.RegisterGradient)."""
+        saved = dict(self.gradient_overrides)
+        self.gradient_overrides.update(op_type_map)
+        try:
+            yield
+        finally:
+            self.gradient_overrides = saved
+
+    def _current_device(self) -> Optional[str]:
+        for d in reversed(self._devices):
+            return d
+        return None
+
+    def _control_inputs_for(self, input_ops: set) -> list[Operation]:
+        result: list[Operation] = []
+        for block in reversed(self._control):
+            if block is None:
+                break
+            # As TensorFlow: an op fed by an op created inside the block is
+            # already ordered after the block's dependencies.
+            if any(op in block.created for op in input_ops):
+                continue
+            result.extend(op for op in block.ops if op not in input_ops and op not in result)
+        return result
+
+    # --- creating operations --------------------------------------------------
+    def create_op(self, op_type: str, inputs: Sequence[Any] = (), attrs: Optional[dict] = None,
+                  name: Optional[str] = None, attr_types: Optional[dict] = None) -> Operation:
+        """Add an operation. ``inputs`` holds Outputs, or lists of Outputs for
+        list inputs; ``attrs`` maps names to values, typed by ``attr_types``
+        (OpDef types such as "int", "list(type)") or inferred from the value."""
+        name = self.unique_name(name or op_type)
+        desc = lib.TF_NewOperation(self._ptr, op_type.encode(), name.encode())
+        input_ops: set = set()
+        for i, inp in enumerate(inputs):
+            if isinstance(inp, (list, tuple)):
+                arr = ffi.new("TF_Output[]", len(inp))
+                for j, o in enumerate(inp):
+                    o = self._check_input(o, op_type, name, f"{i}[{j}]")
+                    arr[j].oper, arr[j].index = o.op._ptr, o.index
+                    input_ops.add(o.op)
+                lib.TF_AddInputList(desc, arr, len(inp))
+            else:
+                o = self._check_input(inp, op_type, name, str(i))
+                lib.TF_AddInput(desc, o._c())
+                input_ops.add(o.op)
+        for ctrl in self._control_inputs_for(input_ops):
+            lib.TF_AddControlInput(desc, ctrl._ptr)
+        device = self._current_device()
+        if self._colocate:
+            lib.TF_ColocateWith(desc, self._colocate[-1]._ptr)
+            device = device or self._colocate[-1].device
+        if device:
+            lib.TF_SetDevice(desc, device.encode())
+        types = attr_types or {}
+        for key, value in (attrs or {}).items():
+            if value is None:
+                continue
+            set_attr(desc, key, types.get(key) or infer_attr_type(value), value)
+        s = status()
+        with self._lock:
+            ptr = lib.TF_FinishOperation(desc, s.ptr)
+        check(s, f"creating operation '{name}' ({op_type})")
+        op = self._wrap(ptr)
+        for block in self._control:
+            if block is not None:
+                block.created.add(op)
+        return op
+
+    def _check_input(self, value: Any, op_type: str, name: str, where: str) -> Output:
+        if not isinstance(value, Output):
+            raise TypeError(f"{op_type} '{name}': input {where} is {type(value).__name__}, not an Output")
+        if value.graph is not self:
+            raise InvalidArgumentError(
+                f"{op_type} '{name}': input {where} ('{value.name}') belongs to another graph")
+        return value
+
+
+# --- the default graph --------------------------------------------------------
+
+_local = threading.local()
+_global_default: Optional[Graph] = None
+_global_lock = threading.Lock()
+
+
+def _stack() -> list:
+    s = getattr(_local, "stack", None)
+    if s is None:
+        s = _local.stack = []
+    return s
+
+
+def get_default_graph() -> Graph:
+    """The innermost ``as_default`` graph of this thread, else the global one."""
+    s = _stack()
+    if s:
+        return s[-1]
+    global _global_default
+    if _global_default is None:
+        with _global_lock:
+            if _global_default is None:
+                _global_default = Graph()
+    return _global_default
+
+
+def reset_default_graph() -> None:
+    """Start a fresh global default graph (not allowed inside ``as_default``)."""
+    global _global_default
+    if _stack():
+        raise RuntimeError("reset_default_graph() called inside a Graph.as_default() block")
+    _global_default = None

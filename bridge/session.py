@@ -1,0 +1,197 @@
+"""Session: runs a graph (TF_Session)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _proto as pb
+from ._lib import ffi, lib
+from .errors import check, status
+from .graph import Graph, Operation, Output, get_default_graph
+from .tensor import Tensor
+
+
+@dataclass
+class SessionConfig:
+    """The ConfigProto fields the binding exposes.
+
+    ``inter_op_parallelism_threads``: 0 lets TensorFlow choose; a negative
+    value runs every op in the caller's thread.  ``julia_thread=True`` runs
+    each ``Session.run`` on Julia's own thread with ops executed inline, so
+    Julia custom ops call Julia directly instead of handing their call over
+    (the fastest mode for graphs made mostly of Julia ops).
+    """
+    inter_op_parallelism_threads: int = 0
+    intra_op_parallelism_threads: int = 0
+    use_per_session_threads: bool = False
+    allow_soft_placement: bool = False
+    log_device_placement: bool = False
+    julia_thread: bool = False
+
+    def to_proto(self) -> bytes:
+        inter = -1 if self.julia_thread else self.inter_op_parallelism_threads
+        out = b""
+        if self.intra_op_parallelism_threads:
+            out += pb.field_varint(2, self.intra_op_parallelism_threads)
+        if inter:
+            out += pb.field_varint(5, inter)
+        if self.allow_soft_placement:
+            out += pb.field_varint(7, 1)
+        if self.log_device_placement:
+            out += pb.field_varint(8, 1)
+        if self.use_per_session_threads:
+            out += pb.field_varint(9, 1)
+        return out
+
+
+def session_options(config: Union[SessionConfig, bytes, dict, None], target: str = ""):
+    """A TF_SessionOptions for a config (SessionConfig, its dict, or ConfigProto bytes)."""
+    opts = ffi.gc(lib.TF_NewSessionOptions(), lib.TF_DeleteSessionOptions)
+    if target:
+        lib.TF_SetTarget(opts, target.encode())
+    if isinstance(config, dict):
+        config = SessionConfig(**config)
+    proto = config.to_proto() if isinstance(config, SessionConfig) else (config or b"")
+    if proto:
+        s = status()
+        lib.TF_SetConfig(opts, proto, len(proto), s.ptr)
+        check(s, "session config")
+    return opts
+
+
+class _FetchPlan:
+    """Flattens a nested fetch structure into outputs and targets, and rebuilds it."""
+
+    def __init__(self, graph: Graph, fetches: Any):
+        self.outputs: list[Output] = []
+        self.targets: list[Operation] = []
+        self.structure = self._flatten(graph, fetches)
+
+    def _flatten(self, graph: Graph, f: Any):
+        if isinstance(f, (Output, Operation, str)):
+            el = graph.as_graph_element(f)
+            if isinstance(el, Operation):
+                self.targets.append(el)
+                return None
+            self.outputs.append(el)
+            return len(self.outputs) - 1
+        if isinstance(f, dict):
+            return (dict, {k: self._flatten(graph, v) for k, v in f.items()})
+        if isinstance(f, tuple) and hasattr(f, "_fields"):  # namedtuple
+            return (type(f), [self._flatten(graph, v) for v in f])
+        if isinstance(f, (list, tuple)):
+            return (type(f), [self._flatten(graph, v) for v in f])
+        if hasattr(f, "op") and isinstance(getattr(f, "op"), Operation):
+            return self._flatten(graph, f.op)
+        raise TypeError(f"cannot fetch {f!r}: expected an Output, Operation, name, or a list/tuple/dict of them")
+
+    def rebuild(self, values: list, node=None, top=True):
+        node = self.structure if top else node
+        if node is None:
+            return None
+        if isinstance(node, int):
+            return values[node]
+        kind, items = node
+        if kind is dict:
+            return {k: self.rebuild(values, v, False) for k, v in items.items()}
+        built = [self.rebuild(values, v, False) for v in items]
+        return kind(*built) if hasattr(kind, "_fields") else kind(built)
+
+
+def _value(t: Tensor):
+    try:
+        return t.numpy()
+    except TypeError:  # resource / variant handles stay Tensors
+        return t
+
+
+class Session:
+    """Runs operations of a graph.
+
+    ``Session(graph=None, config=None)``; use as a context manager or call
+    :meth:`close`.
+    """
+
+    def __init__(self, graph: Optional[Graph] = None, config: Union[SessionConfig, bytes, dict, None] = None,
+                 target: str = "", _ptr=None):
+        self.graph = graph if graph is not None else get_default_graph()
+        if isinstance(config, dict):
+            config = SessionConfig(**config)
+        self._julia_thread = isinstance(config, SessionConfig) and config.julia_thread
+        if _ptr is None:
+            s = status()
+            _ptr = lib.TF_NewSession(self.graph._ptr, session_options(config, target), s.ptr)
+            check(s, "creating session")
+        self._ptr = _ptr
+        self._closed = False
+        if self._julia_thread:
+            from . import julia
+            julia.init()
+
+    def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None) -> Any:
+        """Run the graph and return the fetched values in the shape of ``fetches``.
+
+        Fetches are Outputs, Operations, names ("op:0" for a tensor, "op" for
+        an operation to run), or lists/tuples/dicts of them.  Feed keys are
+        Outputs or tensor names; values are numpy arrays, Python values or
+        Tensors.  Numeric results are read-only numpy views of TensorFlow's
+        buffers (no copy).
+        """
+        if self._closed:
+            raise RuntimeError("attempted to use a closed Session")
+        plan = _FetchPlan(self.graph, fetches)
+        feeds = feed_dict or {}
+        n_in, n_out, n_tg = len(feeds), len(plan.outputs), len(plan.targets)
+        c_in = ffi.new("TF_Output[]", max(n_in, 1))
+        c_in_vals = ffi.new("TF_Tensor*[]", max(n_in, 1))
+        held = []
+        for i, (key, value) in enumerate(feeds.items()):
+            out = self.graph.as_graph_element(key)
+            if not isinstance(out, Output):
+                raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
+            t = value if isinstance(value, Tensor) else Tensor(value, out.dtype)
+            held.append(t)
+            c_in[i].oper, c_in[i].index = out.op._ptr, out.index
+            c_in_vals[i] = t._ptr
+        c_out = ffi.new("TF_Output[]", max(n_out, 1))
+        for i, out in enumerate(plan.outputs):
+            c_out[i].oper, c_out[i].index = out.op._ptr, out.index
+        c_out_vals = ffi.new("TF_Tensor*[]", max(n_out, 1))
+        c_tg = ffi.new("TF_Operation*[]", [op._ptr for op in plan.targets] or [ffi.NULL])
+        opts = ffi.NULL
+        if run_options:
+            opts = ffi.new("TF_Buffer*")
+            raw = ffi.new("char[]", run_options)
+            opts.data, opts.length = raw, len(run_options)
+        s = status()
+        args = (self._ptr, opts, c_in, c_in_vals, n_in, c_out, c_out_vals, n_out, c_tg, n_tg, ffi.NULL, s.ptr)
+        if self._julia_thread:
+            from . import julia
+            julia._session_run_on_julia_thread(*args)
+        else:
+            lib.TF_SessionRun(*args)
+        check(s)
+        values = [_value(Tensor._adopt(c_out_vals[i])) for i in range(n_out)]
+        return plan.rebuild(values)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            s = status()
+            lib.TF_CloseSession(self._ptr, s.ptr)
+            lib.TF_DeleteSession(self._ptr, s.ptr)
+            check(s, "closing session")
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,202 @@
+"""Tensor: a TF_Tensor value, converted to and from numpy.
+
+Numeric tensors cross without copying where the layouts allow:
+- numpy -> Tensor: a C-contiguous array whose data is aligned as TensorFlow
+  requires (64 bytes) is handed over as is; TensorFlow calls back when it is
+  done, and until then the array is kept alive here.  Other arrays are copied
+  once.  :func:`aligned_empty` makes arrays that always qualify.
+- Tensor -> numpy: a read-only view of TensorFlow's buffer that keeps the
+  Tensor alive for as long as the view lives (``.copy()`` for a writable one).
+String tensors are converted element by element (TF_TString).
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Optional
+
+import numpy as np
+
+from . import dtypes
+from ._lib import ffi, lib
+
+ALIGNMENT = 64  # EIGEN_MAX_ALIGN_BYTES of the TF wheels: TF copies less-aligned buffers
+
+_keepalive: dict[int, np.ndarray] = {}
+_keepalive_lock = threading.Lock()
+_next_key = itertools.count(1)
+
+
+@ffi.callback("void(void*, size_t, void*)")
+def _release_numpy(data, length, arg):  # called by TF, possibly on one of its threads
+    with _keepalive_lock:
+        _keepalive.pop(int(ffi.cast("intptr_t", arg)), None)
+
+
+def aligned_empty(shape, dtype=np.float64) -> np.ndarray:
+    """An uninitialised array whose buffer TensorFlow can use without a copy."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape) if np.iterable(shape) else (int(shape),)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ALIGNMENT
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
+
+
+class _View:
+    """Exposes a TF buffer to numpy and keeps its Tensor alive."""
+
+    __slots__ = ("__array_interface__", "tensor")
+
+    def __init__(self, tensor: "Tensor", address: int, shape: tuple, np_dtype: np.dtype):
+        self.tensor = tensor
+        self.__array_interface__ = {
+            "data": (address, True), "shape": shape, "typestr": np_dtype.str,
+            "descr": np_dtype.descr, "version": 3}
+
+
+class Tensor:
+    """A TensorFlow tensor value (TF_Tensor).
+
+    ``Tensor(value, dtype=None)`` converts numpy arrays, Python scalars and
+    nested lists, and bytes/str (string tensors).
+    """
+
+    __slots__ = ("_ptr", "__weakref__")
+
+    def __init__(self, value: Any, dtype: Any = None):
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        self._ptr = _from_numpy(value, None if dtype is None else dtypes.as_dtype(dtype))
+
+    @classmethod
+    def _adopt(cls, ptr) -> "Tensor":
+        """Take ownership of a TF_Tensor* returned by the C API."""
+        self = cls.__new__(cls)
+        self._ptr = ffi.gc(ptr, lib.TF_DeleteTensor)
+        return self
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return dtypes.as_dtype(lib.TF_TensorType(self._ptr))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(lib.TF_Dim(self._ptr, i) for i in range(lib.TF_NumDims(self._ptr)))
+
+    @property
+    def ndim(self) -> int:
+        return lib.TF_NumDims(self._ptr)
+
+    @property
+    def size(self) -> int:
+        return lib.TF_TensorElementCount(self._ptr)
+
+    @property
+    def nbytes(self) -> int:
+        return lib.TF_TensorByteSize(self._ptr)
+
+    def numpy(self) -> np.ndarray:
+        """The value as numpy: a read-only zero-copy view for numeric types,
+        an object array of bytes for strings."""
+        dtype, shape = self.dtype, self.shape
+        if dtype.name == "string":
+            return _strings_to_numpy(self._ptr, shape)
+        np_dtype = dtype.as_numpy_dtype
+        if np_dtype is None or dtype.size == 0:
+            raise TypeError(f"a {dtype.name} tensor has no numpy value")
+        if self.size == 0:
+            return np.empty(shape, np_dtype)
+        address = int(ffi.cast("uintptr_t", lib.TF_TensorData(self._ptr)))
+        arr = np.asarray(_View(self, address, shape, np_dtype))
+        arr.flags.writeable = False
+        return arr
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def __repr__(self) -> str:
+        try:
+            body = np.array2string(self.numpy(), threshold=20)
+        except TypeError:
+            body = "<no numpy value>"
+        return f"bridge.Tensor({body}, dtype={self.dtype.name}, shape={self.shape})"
+
+
+def _as_array(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
+    if dtype is not None and dtype.name == "string":
+        return np.asarray(value, dtype=object)
+    if dtype is not None:
+        np_dtype = dtype.as_numpy_dtype
+        if np_dtype is None:
+            raise TypeError(f"cannot build a {dtype.name} tensor from Python values")
+        arr = np.asarray(value)
+        if arr.dtype.kind in "OSU":
+            raise TypeError(f"cannot convert {value!r} to a {dtype.name} tensor")
+        if arr.dtype != np_dtype:
+            cast = arr.astype(np_dtype)
+            # Refuse lossy conversions (3.5 into int32), as TensorFlow does.
+            if arr.dtype.kind in "fc" and np_dtype.kind in "iub" and not np.array_equal(cast, arr):
+                raise TypeError(f"cannot convert {value!r} to {dtype.name} without losing information")
+            arr = cast
+        return arr
+    arr = np.asarray(value)
+    if arr.dtype.kind in "SU":
+        arr = arr.astype(object)
+    return arr
+
+
+def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
+    arr = _as_array(value, dtype)
+    tf_dtype = dtypes.string if arr.dtype == object else dtypes.as_dtype(arr.dtype)
+    dims = ffi.new("int64_t[]", arr.shape) if arr.ndim else ffi.NULL
+    if tf_dtype.name == "string":
+        return _strings_from_numpy(arr, dims)
+    nbytes = arr.nbytes
+    if nbytes == 0:
+        return ffi.gc(lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, 0), lib.TF_DeleteTensor)
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    if arr.ctypes.data % ALIGNMENT:
+        ptr = lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, nbytes)
+        ffi.memmove(lib.TF_TensorData(ptr), ffi.from_buffer(arr, require_writable=False), nbytes)
+        return ffi.gc(ptr, lib.TF_DeleteTensor)
+    key = next(_next_key)
+    with _keepalive_lock:
+        _keepalive[key] = arr
+    ptr = lib.TF_NewTensor(tf_dtype.enum, dims, arr.ndim, ffi.cast("void*", arr.ctypes.data),
+                           nbytes, _release_numpy, ffi.cast("void*", key))
+    return ffi.gc(ptr, lib.TF_DeleteTensor)
+
+
+def _strings_from_numpy(arr: np.ndarray, dims):
+    flat = arr.reshape(-1)
+    ptr = lib.TF_AllocateTensor(dtypes.string.enum, dims, arr.ndim, flat.size * ffi.sizeof("TF_TString"))
+    tensor = ffi.gc(ptr, lib.TF_DeleteTensor)
+    elems = ffi.cast("TF_TString*", lib.TF_TensorData(ptr))
+    for i, item in enumerate(flat):
+        if isinstance(item, str):
+            item = item.encode()
+        elif not isinstance(item, (bytes, bytearray, memoryview)):
+            raise TypeError(f"string tensor element {i} is {type(item).__name__}, not bytes or str")
+        item = bytes(item)
+        lib.TF_StringInit(elems + i)
+        lib.TF_StringCopy(elems + i, item, len(item))
+    return tensor
+
+
+def _strings_to_numpy(ptr, shape: tuple) -> np.ndarray:
+    n = int(np.prod(shape, dtype=np.int64))
+    elems = ffi.cast("TF_TString*", lib.TF_TensorData(ptr))
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        out[i] = ffi.unpack(lib.TF_StringGetDataPointer(elems + i), lib.TF_StringGetSize(elems + i))
+    return out.reshape(shape)
+
+
+def as_tensor(value: Any, dtype: Any = None) -> Tensor:
+    """``value`` if it is already a Tensor of that dtype, else a new Tensor."""
+    if isinstance(value, Tensor) and (dtype is None or value.dtype == dtype):
+        return value
+    return Tensor(value, dtype)
