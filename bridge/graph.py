@@ -260,6 +260,7 @@ class Graph:
         self.gradient_overrides: dict[str, str] = {}
         self._functions: dict[str, Any] = {}
         self._keepalive: list[Any] = []  # C objects the graph must outlive (function bodies)
+        self.collections: dict[str, list] = {}  # e.g. "variables": every Variable made in it
 
     # --- lookup -----------------------------------------------------------
     def _wrap(self, ptr) -> Operation:
@@ -493,7 +494,13 @@ class Graph:
         """Add an operation. ``inputs`` holds Outputs, or lists of Outputs for
         list inputs; ``attrs`` maps names to values, typed by ``attr_types``
         (OpDef types such as "int", "list(type)") or inferred from the value."""
-        name = self.unique_name(name or op_type)
+        if name and name.endswith("/"):
+            # TensorFlow's convention: a name ending in "/" (a scope name) is
+            # used exactly, without the current scope or a "_1" suffix.
+            name = name[:-1]
+            self._names_in_use.setdefault(name.lower(), 1)
+        else:
+            name = self.unique_name(name or op_type)
         desc = lib.TF_NewOperation(self._ptr, op_type.encode(), name.encode())
         input_ops: set = set()
         for i, inp in enumerate(inputs):
