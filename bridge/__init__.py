@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from . import dtypes, errors
 from .dtypes import DType, as_dtype
+from .dtypes import (bfloat16, bool, complex64, complex128, float16, float32, float64,  # noqa: A004
+                     int8, int16, int32, int64, resource, string, uint8, uint16, uint32, uint64, variant)
 from .tensor import Tensor, aligned_empty
 from .attrs import Shape
 from .graph import Graph, Operation, Output, get_default_graph, reset_default_graph

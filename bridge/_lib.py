@@ -110,6 +110,7 @@ class _LazyLib:
 
     def __getattr__(self, name):
         value = getattr(load(), name)
+        setattr(self, name, value)  # later lookups skip __getattr__ (hot paths call C often)
         return value
 
 

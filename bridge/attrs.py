@@ -159,7 +159,8 @@ def _decode_tensor(buf):
     data = bytes(buf)
     keep = ffi.new("char[]", data)
     b.data, b.length = keep, len(data)
-    t = Tensor._adopt(lib.TF_AllocateTensor(1, ffi.NULL, 0, 0))
+    # A float32 scalar to be overwritten: TF_AllocateTensor returns NULL for 0 bytes.
+    t = Tensor._adopt(lib.TF_AllocateTensor(1, ffi.NULL, 0, 4))
     s = status()
     lib.TF_TensorFromProto(b, t._ptr, s.ptr)
     check(s, "tensor attribute")

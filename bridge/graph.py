@@ -46,7 +46,7 @@ class Output:
 
     @property
     def dtype(self) -> dtypes.DType:
-        return dtypes.as_dtype(lib.TF_OperationOutputType(self._c()))
+        return self.op._output_dtypes()[self.index]
 
     @property
     def shape(self) -> Shape:
@@ -108,11 +108,19 @@ def _math():
 class Operation:
     """A node of a graph (TF_Operation). The graph owns it."""
 
-    __slots__ = ("_ptr", "graph")
+    __slots__ = ("_ptr", "graph", "_dtypes")
 
     def __init__(self, ptr, graph: "Graph"):
         self._ptr = ptr
         self.graph = graph
+        self._dtypes: Optional[list] = None
+
+    def _output_dtypes(self) -> list:
+        # An operation's output types never change: read them once.
+        if self._dtypes is None:
+            self._dtypes = [dtypes.as_dtype(lib.TF_OperationOutputType(ffi.new("TF_Output*", (self._ptr, i))[0]))
+                            for i in range(self.num_outputs)]
+        return self._dtypes
 
     @property
     def name(self) -> str:

@@ -10,7 +10,7 @@ from . import _proto as pb
 from ._lib import ffi, lib
 from .errors import check, status
 from .graph import Graph, Operation, Output, get_default_graph
-from .tensor import Tensor
+from .tensor import Tensor, to_numpy
 
 
 @dataclass
@@ -100,11 +100,13 @@ class _FetchPlan:
         return kind(*built) if hasattr(kind, "_fields") else kind(built)
 
 
-def _value(t: Tensor):
-    try:
-        return t.numpy()
-    except TypeError:  # resource / variant handles stay Tensors
-        return t
+def _value(ptr):
+    """numpy value of a fetched TF_Tensor* (which Python now owns)."""
+    dtype = lib.TF_TensorType(ptr)
+    if dtype in (20, 21):  # resource / variant handles stay Tensors
+        return Tensor._adopt(ptr)
+    owner = ffi.gc(ptr, lib.TF_DeleteTensor)
+    return to_numpy(owner, owner)
 
 
 class Session:
@@ -173,7 +175,7 @@ class Session:
         else:
             lib.TF_SessionRun(*args)
         check(s)
-        values = [_value(Tensor._adopt(c_out_vals[i])) for i in range(n_out)]
+        values = [_value(c_out_vals[i]) for i in range(n_out)]
         return plan.rebuild(values)
 
     def close(self) -> None:

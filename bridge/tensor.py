@@ -22,7 +22,7 @@ from ._lib import ffi, lib
 
 ALIGNMENT = 64  # EIGEN_MAX_ALIGN_BYTES of the TF wheels: TF copies less-aligned buffers
 
-_keepalive: dict[int, np.ndarray] = {}
+_keepalive: dict[int, object] = {}
 _keepalive_lock = threading.Lock()
 _next_key = itertools.count(1)
 
@@ -41,18 +41,6 @@ def aligned_empty(shape, dtype=np.float64) -> np.ndarray:
     raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
     offset = (-raw.ctypes.data) % ALIGNMENT
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
-
-
-class _View:
-    """Exposes a TF buffer to numpy and keeps its Tensor alive."""
-
-    __slots__ = ("__array_interface__", "tensor")
-
-    def __init__(self, tensor: "Tensor", address: int, shape: tuple, np_dtype: np.dtype):
-        self.tensor = tensor
-        self.__array_interface__ = {
-            "data": (address, True), "shape": shape, "typestr": np_dtype.str,
-            "descr": np_dtype.descr, "version": 3}
 
 
 class Tensor:
@@ -99,18 +87,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as numpy: a read-only zero-copy view for numeric types,
         an object array of bytes for strings."""
-        dtype, shape = self.dtype, self.shape
-        if dtype.name == "string":
-            return _strings_to_numpy(self._ptr, shape)
-        np_dtype = dtype.as_numpy_dtype
-        if np_dtype is None or dtype.size == 0:
-            raise TypeError(f"a {dtype.name} tensor has no numpy value")
-        if self.size == 0:
-            return np.empty(shape, np_dtype)
-        address = int(ffi.cast("uintptr_t", lib.TF_TensorData(self._ptr)))
-        arr = np.asarray(_View(self, address, shape, np_dtype))
-        arr.flags.writeable = False
-        return arr
+        return to_numpy(self._ptr, self)
 
     def __array__(self, dtype=None, copy=None):
         arr = self.numpy()
@@ -122,6 +99,27 @@ class Tensor:
         except TypeError:
             body = "<no numpy value>"
         return f"bridge.Tensor({body}, dtype={self.dtype.name}, shape={self.shape})"
+
+
+def to_numpy(ptr, owner: object) -> np.ndarray:
+    """numpy value of the TF_Tensor* ``ptr``; a numeric result is a read-only
+    view of TensorFlow's buffer that keeps ``owner`` alive."""
+    dtype = dtypes.as_dtype(lib.TF_TensorType(ptr))
+    shape = tuple([lib.TF_Dim(ptr, i) for i in range(lib.TF_NumDims(ptr))])
+    if dtype.name == "string":
+        return _strings_to_numpy(ptr, shape)
+    np_dtype = dtype.as_numpy_dtype
+    if np_dtype is None or dtype.size == 0:
+        raise TypeError(f"a {dtype.name} tensor has no numpy value")
+    nbytes = lib.TF_TensorByteSize(ptr)
+    if nbytes == 0:
+        return np.empty(shape, np_dtype)
+    # The buffer object holds `data`, whose destructor closure holds `owner`:
+    # the array keeps the TF_Tensor alive without a copy.
+    data = ffi.gc(ffi.cast("char*", lib.TF_TensorData(ptr)), lambda _, keep=owner: None)
+    arr = np.frombuffer(ffi.buffer(data, nbytes), np_dtype).reshape(shape)
+    arr.flags.writeable = False
+    return arr
 
 
 def _as_array(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
@@ -158,15 +156,17 @@ def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
         return ffi.gc(lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, 0), lib.TF_DeleteTensor)
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    if arr.ctypes.data % ALIGNMENT:
+    buf = ffi.from_buffer("char[]", arr, require_writable=False)
+    if int(ffi.cast("uintptr_t", buf)) % ALIGNMENT:
+        # TensorFlow would copy a less-aligned buffer anyway; copy it here
+        # instead of registering a deallocator for it.
         ptr = lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, nbytes)
-        ffi.memmove(lib.TF_TensorData(ptr), ffi.from_buffer(arr, require_writable=False), nbytes)
+        ffi.memmove(lib.TF_TensorData(ptr), buf, nbytes)
         return ffi.gc(ptr, lib.TF_DeleteTensor)
     key = next(_next_key)
     with _keepalive_lock:
-        _keepalive[key] = arr
-    ptr = lib.TF_NewTensor(tf_dtype.enum, dims, arr.ndim, ffi.cast("void*", arr.ctypes.data),
-                           nbytes, _release_numpy, ffi.cast("void*", key))
+        _keepalive[key] = buf  # holds the array until TensorFlow releases it
+    ptr = lib.TF_NewTensor(tf_dtype.enum, dims, arr.ndim, buf, nbytes, _release_numpy, ffi.cast("void*", key))
     return ffi.gc(ptr, lib.TF_DeleteTensor)
 
 

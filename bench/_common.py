@@ -1,0 +1,52 @@
+"""Shared helpers for the benchmarks: timing, and running the stock-TensorFlow
+anchor in a separate process (TensorFlow must never share a process with Julia)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Callable
+
+
+def per_call_us(fn: Callable[[], object], calls: int, repeats: int = 5) -> float:
+    """Best-of-``repeats`` mean time of one call, in microseconds."""
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best * 1e6
+
+
+def run_anchor(code: str, timeout: float = 600) -> dict:
+    """Run ``code`` in a fresh interpreter; it must print one JSON object last."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    if proc.returncode:
+        raise RuntimeError(f"anchor failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+ANCHOR_TIMER = '''
+import time
+def per_call_us(fn, calls, repeats=5):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best * 1e6
+'''
+
+
+def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, ratio: float, goal: str) -> None:
+    print(title)
+    for label, value, unit in rows:
+        print(f"  {label:<48s} {value:12.2f} {unit}")
+    print(f"  {ratio_name:<48s} {ratio:12.3f}x   (goal: {goal})")

@@ -1,0 +1,611 @@
+"""Parser for ``custom_op.txt``, the spec of a Julia-backed TensorFlow op.
+
+The format is ADCME's, with a few extensions::
+
+    # comments and blank lines are ignored
+    TwoLayer                      # first line: the op name, CamelCase
+    double x(n)                   # TYPE NAME(SHAPE): an input
+    double w1(h, n)               # named dims are shared: every 'n' must agree
+    double b1(h)
+    double w2(m, h)
+    double b2(m)
+    double y(m*n) -> output       # '-> output' marks an output
+    @attr double alpha = 0.5      # extension: an op attribute
+    @forward two_layer            # extension: the Julia function (default: snake_case(Op))
+    @backward two_layer_grad      # extension: its gradient (default: forward + "_grad")
+
+Types: double, float, int32, int64, bool, string; aliases float64 -> double,
+float32 -> float, int -> int32.  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
+fixed sizes ``(?,2)``, any rank; spaces inside are allowed.
+
+Extensions over ADCME:
+
+* named dimensions (``double x(n)``, ``double w(m, n)``): the first input
+  that names a dimension binds it, every other use must agree at run time;
+  an int64 attribute of the same name binds it too;
+* arithmetic in dims (``(n*n)``, ``(m+1)``, ``((n+1)//2)``): only ``+ - * //``
+  and parentheses over names and integers;
+* ``@attr TYPE NAME [= DEFAULT]`` with TYPE double, float, int64 (alias int,
+  int32), bool or string; string defaults are double-quoted;
+* ``@forward julia_fn`` / ``@backward julia_fn``.
+
+An output whose dims cannot all be computed from the inputs' dims and the int
+attributes (a ``?``, or a name no input or attribute binds) is *dynamic*: the
+Julia function assigns it (``o[] = array``) and the kernel copies the result.
+
+Every malformed line raises :class:`SpecError` as ``path:line: message``.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Union
+
+from .model import Arg, Attr, Dim, Expr, OpSpec
+
+__all__ = [
+    "SpecError", "parse", "parse_file", "snake_case", "parse_expr", "Num", "Name", "BinOp",
+    "Node", "evaluate", "render_expr", "divisors", "is_float", "dim_bindings", "is_dynamic", "DimBinding",
+    "grad_inputs", "grad_outputs", "has_gradient", "TYPES", "ATTR_TYPES",
+]
+
+TYPES = ("double", "float", "int32", "int64", "bool", "string")
+ATTR_TYPES = ("double", "float", "int64", "bool", "string")
+_TYPE_ALIASES = {"float64": "double", "float32": "float", "int": "int32"}
+_ATTR_ALIASES = {"float64": "double", "float32": "float", "int": "int64", "int32": "int64"}
+
+_OP_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_JULIA_FN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*!?")
+
+# Names the generated C++ or Julia would choke on: an argument called 'end' is
+# a Julia syntax error, one called 'ctx' would shadow the kernel's context.
+_RESERVED = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not
+    not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+    return short signed sizeof static static_assert static_cast struct switch template this
+    thread_local throw true try typedef typeid typename union unsigned using virtual void
+    volatile wchar_t while xor xor_eq
+    baremodule begin elseif end finally function global import let local macro module quote
+    abstract primitive where in isa
+    ctx args errors tensorflow tfjl std absl shape_inference int64_t size
+""".split())
+
+
+class SpecError(ValueError):
+    """A malformed custom_op.txt; the message reads ``path:line: what was expected``."""
+
+    def __init__(self, path: str, line: int, message: str):
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = path
+        self.line = line
+        self.message = message
+
+
+# ---------------------------------------------------------------- dim arithmetic
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Name:
+    name: str
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # one of + - * //
+    left: "Node"
+    right: "Node"
+
+
+Node = Union[Num, Name, BinOp]
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*()])|(\S))")
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
+
+
+class _ExprError(Exception):
+    pass
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out = []
+    for m in _TOKEN.finditer(text):
+        number, name, op, other = m.groups()
+        if number is not None:
+            out.append(("num", number))
+        elif name is not None:
+            out.append(("name", name))
+        elif op is not None:
+            out.append(("op", op))
+        elif other is not None:
+            hint = "; use // for integer division" if other == "/" else ""
+            raise _ExprError(f"unknown syntax at '{other}'{hint}")
+    return out
+
+
+def parse_expr(text: str) -> Node:
+    """Parse a dimension expression (``n``, ``2``, ``m*n``, ``(m+1)//2``)."""
+    toks = _tokens(text)
+    pos = 0
+
+    def peek() -> Optional[tuple[str, str]]:
+        return toks[pos] if pos < len(toks) else None
+
+    def atom() -> Node:
+        nonlocal pos
+        tok = peek()
+        if tok is None:
+            raise _ExprError("expression ends where a name, an integer or '(' was expected")
+        pos += 1
+        kind, value = tok
+        if kind == "num":
+            return Num(int(value))
+        if kind == "name":
+            if not _NAME.fullmatch(value):
+                raise _ExprError(f"dimension name '{value}' must be lower-case "
+                                 "(a letter, then letters, digits or '_')")
+            return Name(value)
+        if value == "(":
+            inner = sum_()
+            if peek() != ("op", ")"):
+                raise _ExprError("missing ')'")
+            pos += 1
+            return inner
+        raise _ExprError(f"unexpected '{value}' where a name, an integer or '(' was expected")
+
+    def term() -> Node:
+        nonlocal pos
+        left = atom()
+        while (tok := peek()) in (("op", "*"), ("op", "//")):
+            pos += 1
+            right = atom()
+            if tok[1] == "//" and right == Num(0):
+                raise _ExprError("division by zero")
+            left = BinOp(tok[1], left, right)
+        return left
+
+    def sum_() -> Node:
+        nonlocal pos
+        left = term()
+        while (tok := peek()) in (("op", "+"), ("op", "-")):
+            pos += 1
+            left = BinOp(tok[1], left, term())
+        return left
+
+    if not toks:
+        raise _ExprError("empty dimension")
+    node = sum_()
+    if pos != len(toks):
+        raise _ExprError(f"unexpected '{toks[pos][1]}'")
+    return node
+
+
+def evaluate(node: Node, env: dict[str, int]) -> int:
+    """Value of a dimension expression; ``//`` floors like Python."""
+    if isinstance(node, Num):
+        return node.value
+    if isinstance(node, Name):
+        return env[node.name]
+    a, b = evaluate(node.left, env), evaluate(node.right, env)
+    if node.op == "+":
+        return a + b
+    if node.op == "-":
+        return a - b
+    if node.op == "*":
+        return a * b
+    return a // b
+
+
+def render_expr(node: Node, name: Callable[[str], str] = str, cxx: bool = False) -> str:
+    """Render ``node`` with minimal parentheses, dimension names mapped by
+    ``name``.  ``cxx`` writes C++: spaced operators and ``FloorDiv(a, b)`` for
+    ``//`` (C++'s ``/`` truncates toward zero, the spec's ``//`` floors)."""
+
+    def go(n: Node, parent: int, right_side: bool) -> str:
+        if isinstance(n, Num):
+            return str(n.value)
+        if isinstance(n, Name):
+            return name(n.name)
+        if cxx and n.op == "//":
+            return f"FloorDiv({go(n.left, 0, False)}, {go(n.right, 0, False)})"
+        prec = _PRECEDENCE[n.op]
+        sep = f" {n.op} " if cxx else n.op
+        text = go(n.left, prec, False) + sep + go(n.right, prec, True)
+        if prec < parent or (prec == parent and right_side):
+            return f"({text})"
+        return text
+
+    return go(node, 0, False)
+
+
+def divisors(node: Node) -> list[Node]:
+    """The right-hand sides of every ``//`` in ``node`` (checked for zero at run time)."""
+    if isinstance(node, BinOp):
+        own = [node.right] if node.op == "//" else []
+        return divisors(node.left) + divisors(node.right) + own
+    return []
+
+
+def _names(node: Node) -> list[str]:
+    if isinstance(node, Name):
+        return [node.name]
+    if isinstance(node, BinOp):
+        return _names(node.left) + _names(node.right)
+    return []
+
+
+def _to_dim(node: Node) -> Dim:
+    if isinstance(node, Num):
+        return node.value
+    if isinstance(node, Name):
+        return node.name
+    if not _names(node):  # constant arithmetic folds to a size
+        return evaluate(node, {})
+    names = tuple(dict.fromkeys(_names(node)))
+    return Expr(text=render_expr(node), names=names)
+
+
+# ---------------------------------------------------------------- line parsing
+
+def snake_case(name: str) -> str:
+    """TensorFlow's CamelCase -> snake_case (TwoLayer -> two_layer, Conv2D -> conv2d)."""
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i > 0:
+            prev, nxt = name[i - 1], name[i + 1] if i + 1 < len(name) else ""
+            if prev.islower() or (prev.isupper() and nxt.islower()):
+                out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+def _strip_comment(line: str) -> str:
+    """Drop a '#' comment, but not a '#' inside a double-quoted string default."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "#" and not quoted:
+            return line[:i]
+    return line
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = _strip_comment(raw).strip()
+        if line:
+            yield number, line
+
+
+def _suggest(word: str, choices: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_ARG_HEAD = re.compile(r"(?P<type>\S+)\s+(?P<name>[^\s(]+)\s*(?P<rest>.*)")
+_OUTPUT_MARK = re.compile(r"->\s*(?P<word>\S*)\s*")
+
+
+class _Parser:
+    def __init__(self, text: str, path: str):
+        self.text = text
+        self.path = path
+        self.inputs: list[Arg] = []
+        self.outputs: list[Arg] = []
+        self.attrs: list[Attr] = []
+        self.names: dict[str, int] = {}  # argument/attr name -> line, for duplicates
+        self.directives: dict[str, tuple[str, int]] = {}
+
+    def error(self, line: int, message: str) -> SpecError:
+        return SpecError(self.path, line, message)
+
+    def run(self) -> OpSpec:
+        lines = list(_lines(self.text))
+        if not lines:
+            raise self.error(1, "empty spec: expected the op name in CamelCase (e.g. TwoLayer) "
+                                "on the first line, then one line per argument")
+        number, first = lines[0]
+        op_name = self.op_name(number, first)
+        for number, line in lines[1:]:
+            if line.startswith("@"):
+                self.directive(number, line)
+            else:
+                self.argument(number, line)
+        last = lines[-1][0]
+        if not self.outputs:
+            raise self.error(last, f"op {op_name} has no output: mark at least one argument "
+                                   "with '-> output', e.g. 'double y(?) -> output'")
+        forward = self.directives.get("forward", (snake_case(op_name), 0))[0]
+        default_backward = forward[:-1] + "_grad!" if forward.endswith("!") else forward + "_grad"
+        backward = self.directives.get("backward", (default_backward, 0))[0]
+        spec = OpSpec(name=op_name, inputs=tuple(self.inputs), outputs=tuple(self.outputs),
+                      attrs=tuple(self.attrs), forward=forward, backward=backward,
+                      path=self.path, source=self.text)
+        self.check_dims(spec)
+        self.check_grad_names(spec)
+        return spec
+
+    def op_name(self, number: int, line: str) -> str:
+        if _ARG_HEAD.fullmatch(line) and ("(" in line or " " in line):
+            raise self.error(number, f"missing op name: expected the op name in CamelCase "
+                                     f"(e.g. TwoLayer) on the first line, got '{line}'")
+        if line.startswith("@"):
+            raise self.error(number, "missing op name: expected the op name in CamelCase "
+                                     f"(e.g. TwoLayer) before directive '{line}'")
+        if not _OP_NAME.fullmatch(line):
+            raise self.error(number, f"op name '{line}' is not CamelCase: expected an upper-case "
+                                     "letter followed by letters and digits (e.g. TwoLayer)")
+        return line
+
+    def claim(self, number: int, name: str, what: str) -> None:
+        if not _NAME.fullmatch(name):
+            if _NAME.fullmatch(name.lower()):
+                raise self.error(number, f"{what} name '{name}' must be lower-case "
+                                         f"(TensorFlow requires [a-z][a-z0-9_]*): try '{name.lower()}'")
+            raise self.error(number, f"bad {what} name '{name}': expected a lower-case identifier "
+                                     "(a letter, then letters, digits or '_')")
+        if name in _RESERVED:
+            raise self.error(number, f"{what} name '{name}' is reserved (a C++ or Julia keyword, "
+                                     "or a name the generated kernel uses): choose another name")
+        if name in self.names:
+            raise self.error(number, f"duplicate name '{name}' (first defined on line "
+                                     f"{self.names[name]})")
+        self.names[name] = number
+
+    def argument(self, number: int, line: str) -> None:
+        m = _ARG_HEAD.fullmatch(line)
+        if not m:
+            raise self.error(number, f"expected 'TYPE NAME(SHAPE)' or 'TYPE NAME(SHAPE) -> output' "
+                                     f"(e.g. 'double x(?,?)'), got '{line}'")
+        type_word, name, rest = m["type"], m["name"], m["rest"]
+        dtype = _TYPE_ALIASES.get(type_word, type_word)
+        if dtype not in TYPES:
+            raise self.error(number, f"unknown type '{type_word}'{_suggest(type_word, TYPES)}: "
+                                     f"expected one of {', '.join(TYPES)} "
+                                     "(aliases float64, float32, int)")
+        self.claim(number, name, "argument")
+        if not rest.startswith("("):
+            raise self.error(number, f"argument '{name}' has no shape: expected "
+                                     f"'{type_word} {name}(SHAPE)', e.g. '()' for a scalar or '(?,?)'")
+        close = _matching_paren(rest)
+        if close < 0:
+            raise self.error(number, f"shape of '{name}' is missing its closing ')'")
+        shape = self.shape(number, name, rest[1:close])
+        tail = rest[close + 1:].strip()
+        is_output = False
+        if tail:
+            mark = _OUTPUT_MARK.fullmatch(tail)
+            if not mark or mark["word"] != "output":
+                raise self.error(number, f"unexpected '{tail}' after the shape of '{name}': "
+                                         "expected nothing (an input) or '-> output'")
+            is_output = True
+        arg = Arg(name=name, dtype=dtype, shape=shape, line=number)
+        (self.outputs if is_output else self.inputs).append(arg)
+
+    def shape(self, number: int, name: str, text: str) -> tuple[Dim, ...]:
+        if not text.strip():
+            return ()
+        dims: list[Dim] = []
+        for axis, part in enumerate(_split_top_level(text)):
+            part = part.strip()
+            if part == "?":
+                dims.append(None)
+                continue
+            if not part:
+                raise self.error(number, f"shape of '{name}' has an empty dimension {axis} in "
+                                         f"'({text})': expected '?', a size, a name or an expression")
+            try:
+                dim = _to_dim(parse_expr(part))
+            except _ExprError as exc:
+                raise self.error(number, f"dimension {axis} of '{name}', '{part}': {exc}; expected "
+                                         "'?', a size, a name, or + - * // and parentheses over "
+                                         "names and integers") from None
+            if isinstance(dim, int) and dim < 0:
+                raise self.error(number, f"dimension {axis} of '{name}', '{part}', is negative ({dim})")
+            dims.append(dim)
+        return tuple(dims)
+
+    def directive(self, number: int, line: str) -> None:
+        word, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if word == "@attr":
+            self.attr(number, rest)
+            return
+        if word not in ("@forward", "@backward"):
+            raise self.error(number, f"unknown directive '{word}': expected @attr, @forward or @backward")
+        key = word[1:]
+        if key in self.directives:
+            raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
+        if not _JULIA_FN.fullmatch(rest):
+            raise self.error(number, f"{word} expects one Julia function name (e.g. '{word} "
+                                     f"my_op' or 'my_op!'), got '{rest}'")
+        self.directives[key] = (rest, number)
+
+    def attr(self, number: int, text: str) -> None:
+        m = re.fullmatch(r"(?P<type>\S+)\s+(?P<name>[^\s=]+)\s*(?:=\s*(?P<default>.*))?", text)
+        if not m:
+            raise self.error(number, f"expected '@attr TYPE NAME' or '@attr TYPE NAME = DEFAULT' "
+                                     f"(e.g. '@attr double alpha = 0.5'), got '@attr {text}'")
+        type_word, name, default_text = m["type"], m["name"], m["default"]
+        dtype = _ATTR_ALIASES.get(type_word, type_word)
+        if dtype not in ATTR_TYPES:
+            raise self.error(number, f"unknown attribute type '{type_word}'"
+                                     f"{_suggest(type_word, ATTR_TYPES)}: expected one of "
+                                     f"{', '.join(ATTR_TYPES)}")
+        self.claim(number, name, "attribute")
+        default = None
+        if default_text is not None:
+            default = self.attr_default(number, name, dtype, default_text.strip())
+        self.attrs.append(Attr(name=name, dtype=dtype, default=default, line=number))
+
+    def attr_default(self, number: int, name: str, dtype: str, text: str) -> object:
+        def bad(expected: str) -> SpecError:
+            return self.error(number, f"default of {dtype} attribute '{name}' is '{text}': "
+                                      f"expected {expected}")
+        if dtype in ("double", "float"):
+            if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+                raise bad("a number such as 0.5 or 1e-3")
+            return float(text)
+        if dtype == "int64":
+            if not re.fullmatch(r"[-+]?\d+", text):
+                raise bad("an integer")
+            value = int(text)
+            if not -2**63 <= value < 2**63:
+                raise bad("an integer that fits in 64 bits")
+            return value
+        if dtype == "bool":
+            if text not in ("true", "false"):
+                raise bad("true or false")
+            return text == "true"
+        if not re.fullmatch(r'"[ !#-\[\]-~]*"', text):
+            raise bad('a double-quoted string of printable characters without " or \\')
+        return text[1:-1]
+
+    # -------------------------------------------------------- whole-spec checks
+
+    def check_dims(self, spec: OpSpec) -> None:
+        attrs = {a.name: a for a in spec.attrs}
+        args = {a.name for a in spec.inputs + spec.outputs}
+        bound = set(dim_bindings(spec))
+        for arg in spec.inputs + spec.outputs:
+            for dim in arg.shape:
+                used = [dim] if isinstance(dim, str) else list(dim.names) if isinstance(dim, Expr) else []
+                for dim_name in used:
+                    if dim_name in args:
+                        raise self.error(arg.line, f"dimension name '{dim_name}' in the shape of "
+                                                   f"'{arg.name}' is also an argument name: "
+                                                   "rename one of them")
+                    if dim_name in _RESERVED:
+                        raise self.error(arg.line, f"dimension name '{dim_name}' is reserved "
+                                                   "(a C++ or Julia keyword, or a name the "
+                                                   "generated kernel uses): choose another name")
+                    attr = attrs.get(dim_name)
+                    if attr is not None and attr.dtype != "int64":
+                        raise self.error(arg.line, f"dimension '{dim_name}' of '{arg.name}' names "
+                                                   f"the {attr.dtype} attribute on line {attr.line}; "
+                                                   "only int64 attributes can size a dimension")
+                if isinstance(dim, Expr) and arg in spec.inputs:
+                    missing = [n for n in dim.names if n not in bound]
+                    if missing:
+                        raise self.error(arg.line, f"dimension '{dim.text}' of input '{arg.name}' "
+                                                   f"uses '{missing[0]}', which no input binds: "
+                                                   "name it alone in some input's shape, or "
+                                                   "declare '@attr int64 " + missing[0] + "'")
+
+    def check_grad_names(self, spec: OpSpec) -> None:
+        if not has_gradient(spec):
+            return
+        generated = {f"grad_{a.name}" for a in grad_inputs(spec) + grad_outputs(spec)}
+        for arg in spec.inputs + spec.outputs:
+            if arg.name in generated:
+                raise self.error(arg.line, f"argument name '{arg.name}' clashes with the gradient "
+                                           f"op {spec.name}Grad, which names its gradient "
+                                           "arguments grad_<name>: rename it")
+
+
+def _matching_paren(text: str) -> int:
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def parse(text: str, path: str = "custom_op.txt") -> OpSpec:
+    """Parse spec text; ``path`` only labels error messages and the result."""
+    return _Parser(text, str(path)).run()
+
+
+def parse_file(path: Union[str, Path]) -> OpSpec:
+    """Parse a custom_op.txt file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(str(path), 1, "spec file not found: expected a custom_op.txt "
+                                      "(create one with 'tfbridge customop init NAME DIR')") from None
+    return parse(text, str(path))
+
+
+# ---------------------------------------------------------------- spec analysis
+
+@dataclass(frozen=True)
+class DimBinding:
+    """Where a named dimension gets its value: an int64 attribute, or axis
+    ``axis`` of input ``arg`` (the first input that names it alone)."""
+    name: str
+    attr: Optional[str] = None
+    arg: Optional[str] = None
+    axis: int = 0
+
+
+def dim_bindings(spec: OpSpec) -> dict[str, DimBinding]:
+    """Named dimensions whose value is known before the Julia call, in binding order."""
+    out: dict[str, DimBinding] = {}
+    for attr in spec.attrs:
+        if attr.dtype == "int64":
+            out[attr.name] = DimBinding(attr.name, attr=attr.name)
+    for arg in spec.inputs:
+        for axis, dim in enumerate(arg.shape):
+            if isinstance(dim, str) and dim not in out:
+                out[dim] = DimBinding(dim, arg=arg.name, axis=axis)
+    return out
+
+
+def is_dynamic(spec: OpSpec, arg: Arg) -> bool:
+    """An output the kernel cannot allocate before the call (a dim it cannot compute)."""
+    bound = dim_bindings(spec)
+    for dim in arg.shape:
+        if dim is None:
+            return True
+        if isinstance(dim, str) and dim not in bound:
+            return True
+        if isinstance(dim, Expr) and any(n not in bound for n in dim.names):
+            return True
+    return False
+
+
+def is_float(arg: Arg) -> bool:
+    return arg.dtype in ("double", "float")
+
+
+def grad_inputs(spec: OpSpec) -> tuple[Arg, ...]:
+    """Inputs that get a gradient (the float ones), in spec order."""
+    return tuple(a for a in spec.inputs if is_float(a))
+
+
+def grad_outputs(spec: OpSpec) -> tuple[Arg, ...]:
+    """Outputs whose incoming gradient the gradient op takes (the float ones)."""
+    return tuple(a for a in spec.outputs if is_float(a))
+
+
+def has_gradient(spec: OpSpec) -> bool:
+    """A gradient op exists when some float output depends on some float input."""
+    return bool(grad_inputs(spec)) and bool(grad_outputs(spec))

@@ -1,0 +1,138 @@
+"""Compiler and linker settings for building a custom op, found without
+importing TensorFlow (``import tensorflow`` costs seconds and must never happen
+in a process that runs Julia).
+
+TensorFlow: headers and ``libtensorflow_framework.so.2`` from the installed
+wheel (:mod:`bridge._lib`), C++17, and the libstdc++ ABI the library was built
+with (read from its symbols, as ``tf.sysconfig.get_compile_flags`` would
+report).  Julia and the tfjl runtime: :mod:`bridge.julia_runtime`.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import mmap
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .. import _lib, _paths
+
+# The pip wheels are built with this alignment; a mismatch corrupts Eigen
+# tensors passed between TF and the op, so it is part of every compile.
+_EIGEN_MAX_ALIGN_BYTES = 64
+_TF_DISTRIBUTIONS = ("tensorflow-cpu", "tensorflow", "tensorflow-intel", "tf-nightly-cpu", "tf-nightly")
+
+
+class ToolchainError(RuntimeError):
+    """Something needed to compile a custom op is missing."""
+
+
+@dataclass(frozen=True)
+class TFBuild:
+    version: str
+    include_dir: Path
+    framework_library: Path
+    definitions: tuple[str, ...]  # preprocessor definitions, NAME=VALUE
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever a different TensorFlow is installed."""
+        st = self.framework_library.stat()
+        return f"tf {self.version} {self.framework_library} {st.st_size} {st.st_mtime_ns}"
+
+
+@dataclass(frozen=True)
+class JuliaBuild:
+    version: str
+    include_dirs: tuple[Path, ...]  # tfjl/ headers and julia.h
+
+
+def _tf_version() -> str:
+    for dist in _TF_DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"  # a standalone libtensorflow: the fingerprint still pins the file
+
+
+def _cxx11_abi(library: Path) -> int:
+    """1 when the library's C++ symbols use libstdc++'s new ABI (std::__cxx11)."""
+    with open(library, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return 1 if m.find(b"St7__cxx11") >= 0 else 0
+
+
+@lru_cache(maxsize=None)
+def tensorflow() -> TFBuild:
+    """Where TensorFlow's headers and framework library are, and how to compile against them."""
+    try:
+        framework, _ = _lib.library_paths()
+        include = _lib.include_dir()
+    except _lib.LibraryNotFoundError as exc:
+        raise ToolchainError(str(exc)) from exc
+    definitions = (f"_GLIBCXX_USE_CXX11_ABI={_cxx11_abi(framework)}",
+                   f"EIGEN_MAX_ALIGN_BYTES={_EIGEN_MAX_ALIGN_BYTES}")
+    return TFBuild(_tf_version(), include, framework, definitions)
+
+
+def _julia_runtime():
+    try:
+        from .. import julia_runtime
+    except ImportError as exc:
+        raise ToolchainError(f"bridge.julia_runtime is not available ({exc}): it locates Julia "
+                             "and builds the tfjl runtime library that custom ops link") from exc
+    return julia_runtime
+
+
+def _version_from_headers(include_dirs: tuple[Path, ...]) -> str:
+    for folder in include_dirs:
+        header = folder / "julia_version.h"
+        if header.exists():
+            m = re.search(r'#define\s+JULIA_VERSION_STRING\s+"([^"]+)"', header.read_text())
+            if m:
+                return m.group(1)
+    return ""
+
+
+def _config_version(config: object) -> str:
+    value = config.get("version") if isinstance(config, dict) else getattr(config, "version", None)
+    return str(value) if value else "unknown"
+
+
+@lru_cache(maxsize=None)
+def julia() -> JuliaBuild:
+    """Julia's version and the include folders a kernel needs (tfjl/kernel.h, julia.h)."""
+    runtime = _julia_runtime()
+    include_dirs = tuple(Path(p) for p in runtime.include_dirs())
+    version = _version_from_headers(include_dirs) or _config_version(runtime.julia_config())
+    return JuliaBuild(version, include_dirs)
+
+
+def runtime_library() -> Path:
+    """libtfjl_runtime.so, built by bridge.julia_runtime if it is not yet."""
+    return Path(_julia_runtime().runtime_library())
+
+
+def runtime_sources() -> list[Path]:
+    """The runtime's C++ sources and headers: a kernel must be rebuilt when they change."""
+    root = _paths.kernels_cpp_dir()
+    keep = {".h", ".hpp", ".cc", ".cpp", ".c", ".txt", ".cmake", ".jl"}
+    return sorted(p for p in root.rglob("*")
+                  if p.is_file() and p.suffix in keep
+                  and not any(part.startswith("build") for part in p.relative_to(root).parts))
+
+
+def cmake() -> str:
+    """The cmake executable: the one installed beside this Python (the PyPI cmake) first."""
+    here = Path(sys.executable).parent / "cmake"
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    found = shutil.which("cmake", path=str(Path(sys.executable).parent)) or shutil.which("cmake")
+    if not found:
+        raise ToolchainError("cmake was not found: install it with 'pip install cmake' "
+                             "(a dependency of tf-julia-bridge)")
+    return found

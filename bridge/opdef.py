@@ -1,0 +1,193 @@
+"""OpDefs: what an op takes, returns and accepts, decoded from TensorFlow's registry.
+
+``TF_GetAllOpList`` (every registered op) and ``TF_GetOpList`` (the ops of a
+loaded library) hand out a serialized ``OpList``; this module decodes it into
+plain dataclasses (tensorflow/core/framework/op_def.proto) with the
+``_proto`` wire-format reader, since the ``*_pb2`` modules live inside the
+``tensorflow`` package and must not be imported here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from . import _proto as pb
+from . import dtypes
+from .attrs import decode_attr_value
+
+
+class _NoDefault:
+    """Marks an attribute without a default value (None is a valid default)."""
+
+    _instance: Optional["_NoDefault"] = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+    def __reduce__(self):
+        return _NoDefault, ()
+
+
+NO_DEFAULT: Any = _NoDefault()
+
+
+@dataclass(frozen=True)
+class ArgDef:
+    """One input or output of an op.
+
+    Its type is either fixed (``type``), the value of a type attribute
+    (``type_attr``), or per element of a list (``type_list_attr``);
+    ``number_attr`` makes it a list of that many tensors of one type.
+    """
+
+    name: str
+    description: str = ""
+    type: Optional[dtypes.DType] = None
+    type_attr: str = ""
+    number_attr: str = ""
+    type_list_attr: str = ""
+    is_ref: bool = False
+
+    @property
+    def is_list(self) -> bool:
+        return bool(self.number_attr or self.type_list_attr)
+
+
+@dataclass(frozen=True)
+class AttrDef:
+    """One attribute: its OpDef type ("int", "list(type)", ...), default and limits."""
+
+    name: str
+    type: str
+    default: Any = NO_DEFAULT
+    description: str = ""
+    has_minimum: bool = False
+    minimum: int = 0
+    allowed_values: Optional[list] = None
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not NO_DEFAULT
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """An op's signature as registered with TensorFlow."""
+
+    name: str
+    input_args: tuple[ArgDef, ...] = ()
+    output_args: tuple[ArgDef, ...] = ()
+    attrs: tuple[AttrDef, ...] = ()
+    summary: str = ""
+    description: str = ""
+    is_stateful: bool = False
+    is_commutative: bool = False
+    is_aggregate: bool = False
+    allows_uninitialized_input: bool = False
+    control_outputs: tuple[str, ...] = ()
+    deprecation_version: int = 0
+    deprecation_explanation: str = ""
+    attr_by_name: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        self.attr_by_name.update((a.name, a) for a in self.attrs)
+
+    def attr(self, name: str) -> AttrDef:
+        return self.attr_by_name[name]
+
+    @property
+    def inferred_attrs(self) -> set[str]:
+        """Attributes whose value follows from the inputs (types and list lengths)."""
+        return {a for arg in self.input_args for a in (arg.type_attr, arg.number_attr, arg.type_list_attr) if a}
+
+
+def _text(f: dict, number: int) -> str:
+    return pb.text(f[number][0]) if number in f else ""
+
+
+def _flag(f: dict, number: int) -> bool:
+    return bool(f[number][0]) if number in f else False
+
+
+def _decode_arg(buf) -> ArgDef:
+    f = pb.fields(bytes(buf))
+    type_enum = f.get(3, [0])[0]
+    return ArgDef(
+        name=_text(f, 1), description=_text(f, 2),
+        type=dtypes.as_dtype(type_enum) if type_enum else None,
+        type_attr=_text(f, 4), number_attr=_text(f, 5), type_list_attr=_text(f, 6),
+        is_ref=_flag(f, 16))
+
+
+def _decode_attr(buf) -> AttrDef:
+    f = pb.fields(bytes(buf))
+    allowed = None
+    if 7 in f:
+        value = decode_attr_value(f[7][0])
+        allowed = list(value) if isinstance(value, list) else [value]
+    return AttrDef(
+        name=_text(f, 1), type=_text(f, 2),
+        default=decode_attr_value(f[3][0]) if 3 in f else NO_DEFAULT,
+        description=_text(f, 4), has_minimum=_flag(f, 5),
+        minimum=pb.as_signed(f[6][0]) if 6 in f else 0,
+        allowed_values=allowed)
+
+
+def decode_op_def(buf) -> OpDef:
+    """Decode one serialized OpDef."""
+    f = pb.fields(bytes(buf))
+    version, explanation = 0, ""
+    if 8 in f:
+        dep = pb.fields(bytes(f[8][0]))
+        version, explanation = dep.get(1, [0])[0], _text(dep, 2)
+    return OpDef(
+        name=_text(f, 1),
+        input_args=tuple(_decode_arg(b) for b in f.get(2, [])),
+        output_args=tuple(_decode_arg(b) for b in f.get(3, [])),
+        attrs=tuple(_decode_attr(b) for b in f.get(4, [])),
+        summary=_text(f, 5), description=_text(f, 6),
+        is_aggregate=_flag(f, 16), is_stateful=_flag(f, 17), is_commutative=_flag(f, 18),
+        allows_uninitialized_input=_flag(f, 19),
+        control_outputs=tuple(pb.text(b) for b in f.get(20, [])),
+        deprecation_version=version, deprecation_explanation=explanation)
+
+
+def decode_op_list(buf: bytes) -> list[OpDef]:
+    """Decode a serialized OpList, in its order."""
+    return [decode_op_def(b) for b in pb.fields(bytes(buf)).get(1, [])]
+
+
+def split_op_list(buf: bytes) -> list[tuple[str, bytes]]:
+    """(name, serialized OpDef) for each op of an OpList, without decoding the rest."""
+    out = []
+    for number, _, value in pb.iter_fields(bytes(buf)):
+        if number != 1:
+            continue
+        raw = bytes(value)
+        name = ""
+        for n, _, v in pb.iter_fields(raw):
+            if n == 1:
+                name = pb.text(v)
+                break
+        out.append((name, raw))
+    return out
+
+
+def registry_op_list_bytes() -> bytes:
+    """The serialized OpList of every op registered in this process."""
+    from ._lib import ffi, lib
+    buf = lib.TF_GetAllOpList()
+    try:
+        return bytes(ffi.buffer(buf.data, buf.length))
+    finally:
+        lib.TF_DeleteBuffer(buf)
+
+
+def registry_op_defs() -> list[OpDef]:
+    """Every op registered in this process (built-in and loaded libraries)."""
+    return decode_op_list(registry_op_list_bytes())

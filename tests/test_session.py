@@ -1,0 +1,99 @@
+"""Session behaviour: feeds, fetch structures, errors that keep the session usable."""
+import threading
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import dtypes, errors
+
+
+@pytest.fixture
+def graph():
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(dtypes.float64, [None, 3], name="x")
+        g.create_op("Identity", [x], attrs={"T": dtypes.float64}, name="y")
+        g.create_op("Square", [x], attrs={"T": dtypes.float64}, name="sq")
+    return g
+
+
+def test_fetch_structures(graph):
+    Pair = namedtuple("Pair", "a b")
+    y, sq = graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("sq:0")
+    feed = {"x:0": np.arange(6.0).reshape(2, 3)}
+    with bridge.Session(graph) as s:
+        out = s.run({"list": [y, "sq:0"], "pair": Pair(y, sq), "op": "y"}, feed)
+    np.testing.assert_array_equal(out["list"][1], np.arange(6.0).reshape(2, 3) ** 2)
+    assert isinstance(out["pair"], Pair)
+    assert out["op"] is None
+
+
+def test_errors_carry_tf_message_and_session_stays_usable(graph):
+    x = graph.get_tensor_by_name("x:0")
+    s = bridge.Session(graph)
+    with pytest.raises(errors.NotFoundError, match="no operation named 'missing'"):
+        s.run("missing:0")
+    with pytest.raises(errors.InvalidArgumentError, match="Expects arg\\[0\\] to be double but float is provided"):
+        s.run("y:0", {x: bridge.Tensor(np.ones((1, 3), np.float32))})
+    with pytest.raises(errors.InvalidArgumentError, match="You must feed a value for placeholder tensor 'x'"):
+        s.run("y:0")
+    np.testing.assert_array_equal(s.run("y:0", {x: np.ones((1, 3))}), np.ones((1, 3)))
+    s.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        s.run("y:0", {x: np.ones((1, 3))})
+
+
+def test_malformed_graphdef_raises_invalid_argument():
+    g = bridge.Graph()
+    with pytest.raises(errors.InvalidArgumentError, match="Invalid GraphDef"):
+        g.import_graph_def(b"\x0a\x05garbage")
+
+
+def test_config_threads_and_inline_execution(graph):
+    x = graph.get_tensor_by_name("x:0")
+    for config in [bridge.SessionConfig(inter_op_parallelism_threads=-1),
+                   {"intra_op_parallelism_threads": 1, "use_per_session_threads": True}]:
+        with bridge.Session(graph, config=config) as s:
+            np.testing.assert_array_equal(s.run("sq:0", {x: [[1.0, 2.0, 3.0]]}), [[1.0, 4.0, 9.0]])
+
+
+def test_concurrent_runs_from_threads(graph):
+    x = graph.get_tensor_by_name("x:0")
+    s = bridge.Session(graph)
+    failures = []
+
+    def work(k):
+        for i in range(50):
+            v = np.full((2, 3), float(k * 100 + i))
+            if not np.array_equal(s.run("sq:0", {x: v}), v ** 2):
+                failures.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    s.close()
+
+
+def test_graph_lookup_and_attrs(graph):
+    op = graph.get_operation_by_name("sq")
+    assert op.type == "Square" and op.inputs[0].name == "x:0"
+    assert op.get_attr("T") == dtypes.float64
+    assert graph.get_operation_by_name("x").get_attr("shape") == bridge.Shape([None, 3])
+    assert [o.name for o in graph] == ["x", "y", "sq"]
+    assert graph.get_tensor_by_name("x:0").consumers() == [graph.get_operation_by_name("y"), op]
+
+
+def test_graphdef_round_trip_with_prefix_and_input_map(graph):
+    gd = graph.as_graph_def()
+    g2 = bridge.Graph()
+    with g2.as_default():
+        z = bridge.constant(np.full((1, 3), 2.0), name="z")
+    sq, = g2.import_graph_def(gd, prefix="imp", input_map={"x:0": z}, return_elements=["sq:0"])
+    assert sq.name == "imp/sq:0"
+    with bridge.Session(g2) as s:
+        np.testing.assert_array_equal(s.run(sq), np.full((1, 3), 4.0))
