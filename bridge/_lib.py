@@ -30,6 +30,19 @@ for _name in _DECL_FILES:
     ffi.cdef((_DECL_DIR / _name).read_text())
 
 
+class CTypes:
+    """C types used on hot paths, parsed once (ffi.new("T[]") re-parses T each call)."""
+    output_array = ffi.typeof("TF_Output[]")
+    tensor_ptr_array = ffi.typeof("TF_Tensor*[]")
+    operation_ptr_array = ffi.typeof("TF_Operation*[]")
+    int64_array = ffi.typeof("int64_t[]")
+    char_ptr = ffi.typeof("char*")
+    char_array = ffi.typeof("char[]")
+    void_ptr = ffi.typeof("void*")
+    uintptr = ffi.typeof("uintptr_t")
+    buffer_ptr = ffi.typeof("TF_Buffer*")
+
+
 class LibraryNotFoundError(ImportError):
     """The TensorFlow C API libraries could not be found or loaded."""
 

@@ -142,5 +142,13 @@ def as_dtype(value: Any) -> DType:
     raise TypeError(f"numpy dtype {npd} has no TensorFlow counterpart")
 
 
+def from_enum(enum: int) -> DType:
+    """The DType of a TF_DataType number (fast path for the C API's answers)."""
+    try:
+        return _BY_ENUM[enum]
+    except KeyError:
+        raise ValueError(f"unknown TF_DataType {enum}") from None
+
+
 def all_dtypes() -> list[DType]:
     return list(_BY_ENUM.values())

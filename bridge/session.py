@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import _proto as pb
+from ._lib import CTypes as C
 from ._lib import ffi, lib
 from .errors import check, status
 from .graph import Graph, Operation, Output, get_default_graph
@@ -146,26 +147,26 @@ class Session:
         plan = _FetchPlan(self.graph, fetches)
         feeds = feed_dict or {}
         n_in, n_out, n_tg = len(feeds), len(plan.outputs), len(plan.targets)
-        c_in = ffi.new("TF_Output[]", max(n_in, 1))
-        c_in_vals = ffi.new("TF_Tensor*[]", max(n_in, 1))
+        c_in = ffi.new(C.output_array, n_in or 1)
+        c_in_vals = ffi.new(C.tensor_ptr_array, n_in or 1)
         held = []
         for i, (key, value) in enumerate(feeds.items()):
-            out = self.graph.as_graph_element(key)
+            out = key if type(key) is Output and key.op.graph is self.graph else self.graph.as_graph_element(key)
             if not isinstance(out, Output):
                 raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
             t = value if isinstance(value, Tensor) else Tensor(value, out.dtype)
             held.append(t)
             c_in[i].oper, c_in[i].index = out.op._ptr, out.index
             c_in_vals[i] = t._ptr
-        c_out = ffi.new("TF_Output[]", max(n_out, 1))
+        c_out = ffi.new(C.output_array, n_out or 1)
         for i, out in enumerate(plan.outputs):
             c_out[i].oper, c_out[i].index = out.op._ptr, out.index
-        c_out_vals = ffi.new("TF_Tensor*[]", max(n_out, 1))
-        c_tg = ffi.new("TF_Operation*[]", [op._ptr for op in plan.targets] or [ffi.NULL])
+        c_out_vals = ffi.new(C.tensor_ptr_array, n_out or 1)
+        c_tg = ffi.new(C.operation_ptr_array, [op._ptr for op in plan.targets]) if n_tg else ffi.NULL
         opts = ffi.NULL
         if run_options:
-            opts = ffi.new("TF_Buffer*")
-            raw = ffi.new("char[]", run_options)
+            opts = ffi.new(C.buffer_ptr)
+            raw = ffi.new(C.char_array, run_options)
             opts.data, opts.length = raw, len(run_options)
         s = status()
         args = (self._ptr, opts, c_in, c_in_vals, n_in, c_out, c_out_vals, n_out, c_tg, n_tg, ffi.NULL, s.ptr)

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import dtypes
+from ._lib import CTypes as C
 from ._lib import ffi, lib
 
 ALIGNMENT = 64  # EIGEN_MAX_ALIGN_BYTES of the TF wheels: TF copies less-aligned buffers
@@ -104,7 +105,7 @@ class Tensor:
 def to_numpy(ptr, owner: object) -> np.ndarray:
     """numpy value of the TF_Tensor* ``ptr``; a numeric result is a read-only
     view of TensorFlow's buffer that keeps ``owner`` alive."""
-    dtype = dtypes.as_dtype(lib.TF_TensorType(ptr))
+    dtype = dtypes.from_enum(lib.TF_TensorType(ptr))
     shape = tuple([lib.TF_Dim(ptr, i) for i in range(lib.TF_NumDims(ptr))])
     if dtype.name == "string":
         return _strings_to_numpy(ptr, shape)
@@ -116,7 +117,7 @@ def to_numpy(ptr, owner: object) -> np.ndarray:
         return np.empty(shape, np_dtype)
     # The buffer object holds `data`, whose destructor closure holds `owner`:
     # the array keeps the TF_Tensor alive without a copy.
-    data = ffi.gc(ffi.cast("char*", lib.TF_TensorData(ptr)), lambda _, keep=owner: None)
+    data = ffi.gc(ffi.cast(C.char_ptr, lib.TF_TensorData(ptr)), lambda _, keep=owner: None)
     arr = np.frombuffer(ffi.buffer(data, nbytes), np_dtype).reshape(shape)
     arr.flags.writeable = False
     return arr
@@ -148,7 +149,7 @@ def _as_array(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
 def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
     arr = _as_array(value, dtype)
     tf_dtype = dtypes.string if arr.dtype == object else dtypes.as_dtype(arr.dtype)
-    dims = ffi.new("int64_t[]", arr.shape) if arr.ndim else ffi.NULL
+    dims = ffi.new(C.int64_array, arr.shape) if arr.ndim else ffi.NULL
     if tf_dtype.name == "string":
         return _strings_from_numpy(arr, dims)
     nbytes = arr.nbytes
@@ -156,8 +157,8 @@ def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
         return ffi.gc(lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, 0), lib.TF_DeleteTensor)
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    buf = ffi.from_buffer("char[]", arr, require_writable=False)
-    if int(ffi.cast("uintptr_t", buf)) % ALIGNMENT:
+    buf = ffi.from_buffer(C.char_array, arr, require_writable=False)
+    if int(ffi.cast(C.uintptr, buf)) % ALIGNMENT:
         # TensorFlow would copy a less-aligned buffer anyway; copy it here
         # instead of registering a deallocator for it.
         ptr = lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, nbytes)
@@ -166,7 +167,7 @@ def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
     key = next(_next_key)
     with _keepalive_lock:
         _keepalive[key] = buf  # holds the array until TensorFlow releases it
-    ptr = lib.TF_NewTensor(tf_dtype.enum, dims, arr.ndim, buf, nbytes, _release_numpy, ffi.cast("void*", key))
+    ptr = lib.TF_NewTensor(tf_dtype.enum, dims, arr.ndim, buf, nbytes, _release_numpy, ffi.cast(C.void_ptr, key))
     return ffi.gc(ptr, lib.TF_DeleteTensor)
 
 
