@@ -25,7 +25,7 @@ def _python_default_dtype(value: Any) -> Optional[dtypes.DType]:
     if arr.dtype.kind == "f":
         return dtypes.float32
     if arr.dtype.kind == "c":
-        return dtypes.complex64
+        return dtypes.complex128
     return None
 
 

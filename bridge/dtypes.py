@@ -109,10 +109,11 @@ def as_dtype(value: Any) -> DType:
     if isinstance(value, DType):
         return value
     if isinstance(value, int) and not isinstance(value, type(True)):
-        try:
+        if value in _BY_ENUM:
             return _BY_ENUM[value]
-        except KeyError:
-            raise ValueError(f"unknown TF_DataType {value}") from None
+        if value - _REF_OFFSET in _BY_ENUM:
+            return _ref_dtype(_BY_ENUM[value - _REF_OFFSET])
+        raise ValueError(f"unknown TF_DataType {value}")
     if isinstance(value, str):
         if value in _BY_NAME:
             return _BY_NAME[value]
@@ -147,7 +148,25 @@ def from_enum(enum: int) -> DType:
     try:
         return _BY_ENUM[enum]
     except KeyError:
-        raise ValueError(f"unknown TF_DataType {enum}") from None
+        return as_dtype(enum)
+
+
+# Reference types (DT_FLOAT_REF = 101, ...) of TF1 ref variables: the base
+# type plus 100. They hold the same values, so they share the base numpy type.
+_REF_OFFSET = 100
+_REFS: dict[int, DType] = {}
+
+
+def _ref_dtype(base: DType) -> DType:
+    ref = _REFS.get(base.enum)
+    if ref is None:
+        ref = _REFS[base.enum] = DType(base.enum + _REF_OFFSET, base.name + "_ref", base._np, base.size)
+    return ref
+
+
+def base_dtype(dtype: DType) -> DType:
+    """The value type of a reference type (float32_ref -> float32); others unchanged."""
+    return _BY_ENUM.get(dtype.enum - _REF_OFFSET, dtype) if dtype.enum > _REF_OFFSET else dtype
 
 
 def all_dtypes() -> list[DType]:

@@ -7,6 +7,7 @@ op created in it picks up (see :meth:`Graph.create_op`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from typing import Any, Iterator, Optional, Sequence, Union
@@ -292,6 +293,10 @@ class Graph:
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def __bool__(self) -> bool:
+        # Without this, `graph or get_default_graph()` would count every op (__len__).
+        return True
+
     def get_operation_by_name(self, name: str) -> Operation:
         ptr = lib.TF_GraphOperationByName(self._ptr, name.encode())
         if ptr == ffi.NULL:
@@ -432,7 +437,10 @@ class Graph:
 
     @contextlib.contextmanager
     def device(self, device: Optional[str]):
-        """Place ops created inside on ``device`` (e.g. "/cpu:0"); None clears it."""
+        """Place ops created inside on ``device`` (e.g. "/cpu:0"); None clears it.
+        Nested blocks merge field by field, the inner one winning (as TensorFlow)."""
+        if device is not None:
+            _device_fields(device)  # a bad spec fails here, not at the first op
         self._devices.append(device)
         try:
             yield
@@ -463,9 +471,12 @@ class Graph:
         """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``)."""
         el = self.as_graph_element(op)
         self._colocate.append(el.op if isinstance(el, Output) else el)
+        # As TensorFlow: colocation is stronger than the enclosing device scopes.
+        saved_devices, self._devices = self._devices, []
         try:
             yield
         finally:
+            self._devices = saved_devices
             self._colocate.pop()
 
     @contextlib.contextmanager
@@ -479,10 +490,27 @@ class Graph:
         finally:
             self.gradient_overrides = saved
 
-    def _current_device(self) -> Optional[str]:
+    def _current_device(self) -> str:
+        merged = (None,) * 5
         for d in reversed(self._devices):
-            return d
-        return None
+            if d is None:
+                break
+            merged = tuple(m if m is not None else f for m, f in zip(merged, _device_fields(d)))
+        return _device_string(merged)
+
+    def _colocation_groups(self) -> list[str]:
+        """TensorFlow's ``_class`` value: the groups of every op colocated with."""
+        groups: set = set()
+        for op in self._colocate:
+            try:
+                own = [g for g in op.get_attr("_class") if g.startswith(b"loc:@")]
+            except (InvalidArgumentError, NotFoundError):
+                own = []
+            if own:
+                groups.update(g.decode() for g in own)
+            else:
+                groups.add(f"loc:@{op.name}")
+        return sorted(groups)
 
     def _control_inputs_for(self, input_ops: set) -> list[Operation]:
         result: list[Operation] = []
@@ -527,8 +555,9 @@ class Graph:
             lib.TF_AddControlInput(desc, ctrl._ptr)
         device = self._current_device()
         if self._colocate:
-            lib.TF_ColocateWith(desc, self._colocate[-1]._ptr)
-            device = device or self._colocate[-1].device
+            set_attr(desc, "_class", "list(string)", self._colocation_groups())
+            # The innermost colocated op with a device overrides device scopes.
+            device = next((op.device for op in reversed(self._colocate) if op.device), device)
         if device:
             lib.TF_SetDevice(desc, device.encode())
         types = attr_types or {}
@@ -536,6 +565,11 @@ class Graph:
             if value is None:
                 continue
             set_attr(desc, key, types.get(key) or infer_attr_type(value), value)
+        override = self.gradient_overrides.get(op_type)
+        if override and "_gradient_op_type" not in (attrs or {}):
+            # As TensorFlow: the override is fixed when the op is created, so
+            # gradients taken after the gradient_override_map block still use it.
+            set_attr(desc, "_gradient_op_type", "string", override)
         s = status()
         with self._lock:
             ptr = lib.TF_FinishOperation(desc, s.ptr)
@@ -553,6 +587,52 @@ class Graph:
             raise InvalidArgumentError(
                 f"{op_type} '{name}': input {where} ('{value.name}') belongs to another graph")
         return value
+
+
+# --- device specifications -------------------------------------------------------
+
+_DEVICE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
+
+
+@functools.lru_cache(maxsize=256)
+def _device_fields(spec: str) -> tuple:
+    """(job, replica, task, device type, index) of a device string, parsed as
+    TensorFlow's DeviceSpec parses it ("/cpu:0" and "/device:CPU:0" alike)."""
+    job = replica = task = kind = index = None
+    for part in spec.split("/"):
+        y = part.split(":")
+        if y == [""]:
+            continue
+        if len(y) == 2 and y[0] in ("job", "replica", "task"):
+            if y[0] == "job":
+                job = y[1]
+            elif y[0] == "replica":
+                replica = int(y[1])
+            else:
+                task = int(y[1])
+        elif len(y) in (1, 2) and y[0].upper() in _DEVICE_TYPES and kind is None:
+            kind, index = y[0].upper(), (int(y[1]) if len(y) == 2 and y[1] != "*" else None)
+        elif len(y) == 3 and y[0] == "device" and kind is None:
+            kind = y[1].upper() if y[1] in ("cpu", "gpu") else y[1]
+            index = int(y[2]) if y[2] != "*" else None
+        else:
+            raise ValueError(f"'{spec}' is not a device specification (part '{part}')")
+    return job, replica, task, kind, index
+
+
+def _device_string(fields: tuple) -> str:
+    """TensorFlow's canonical text of device fields ("/job:w/device:CPU:0")."""
+    job, replica, task, kind, index = fields
+    out = ""
+    if job is not None:
+        out += f"/job:{job}"
+    if replica is not None:
+        out += f"/replica:{replica}"
+    if task is not None:
+        out += f"/task:{task}"
+    if kind is not None:
+        out += f"/device:{kind}:{'*' if index is None else index}"
+    return out
 
 
 # --- the default graph --------------------------------------------------------

@@ -178,6 +178,12 @@ def split_op_list(buf: bytes) -> list[tuple[str, bytes]]:
     return out
 
 
+def canonical_op_list(buf: bytes, exclude: frozenset = frozenset()) -> bytes:
+    """The OpList with its ops sorted by name (TensorFlow lists them in hash
+    order, which changes from run to run), leaving out the names in ``exclude``."""
+    return b"".join(pb.field_bytes(1, raw) for name, raw in sorted(split_op_list(buf)) if name not in exclude)
+
+
 def registry_op_list_bytes() -> bytes:
     """The serialized OpList of every op registered in this process."""
     from ._lib import ffi, lib

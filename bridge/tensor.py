@@ -134,9 +134,10 @@ def _as_array(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
         if arr.dtype.kind in "OSU":
             raise TypeError(f"cannot convert {value!r} to a {dtype.name} tensor")
         if arr.dtype != np_dtype:
-            cast = arr.astype(np_dtype)
-            # Refuse lossy conversions (3.5 into int32), as TensorFlow does.
-            if arr.dtype.kind in "fc" and np_dtype.kind in "iub" and not np.array_equal(cast, arr):
+            with np.errstate(all="ignore"):
+                cast = arr.astype(np_dtype)
+            # Refuse lossy conversions (3.5 or 2**40 into int32), as TensorFlow does.
+            if np_dtype.kind in "iub" and arr.dtype.kind in "fciub" and not np.array_equal(cast, arr):
                 raise TypeError(f"cannot convert {value!r} to {dtype.name} without losing information")
             arr = cast
         return arr

@@ -94,3 +94,15 @@ def test_dtype_conversions():
     with pytest.raises(ValueError):
         dtypes.as_dtype(999)
     assert bridge.dtypes.resource.as_numpy_dtype is None
+
+
+def test_integer_overflow_refused():
+    with pytest.raises(TypeError, match="losing information"):
+        Tensor([2 ** 40], dtype=dtypes.int32)
+    assert Tensor([2 ** 40], dtype=dtypes.int64).numpy()[0] == 2 ** 40
+
+
+def test_reference_dtypes_map_to_their_base():
+    ref = dtypes.as_dtype(101)
+    assert ref.name == "float32_ref" and dtypes.base_dtype(ref) == dtypes.float32
+    assert ref.as_numpy_dtype == np.float32

@@ -1,0 +1,110 @@
+"""A function for every op registered with TensorFlow: ``bridge.ops.mat_mul(a, b)``.
+
+The functions are generated from TensorFlow's OpDef registry
+(``TF_GetAllOpList``) by :mod:`bridge.opgen`; each builds one op in the
+graph of its inputs (else the default graph) and returns its outputs.
+
+Rules of the generated functions
+--------------------------------
+Names
+    The op type in snake_case, by TensorFlow's own rule: a "_" goes before an
+    upper-case letter that follows a lower-case one or starts a new word
+    (MatMul -> ``mat_mul``, AddV2 -> ``add_v2``, BiasAddGrad ->
+    ``bias_add_grad``, TensorArrayV3 -> ``tensor_array_v3``, HSVToRGB ->
+    ``hsv_to_rgb``).  ``OP_TYPES`` maps every function name back to its op
+    type.  A name that is a Python keyword gets "_" appended (If -> ``if_``,
+    Assert -> ``assert_``); names of builtins stay (``abs``, ``range``,
+    ``min``), as in ``tf.abs``, but are left out of ``__all__`` so that
+    ``from bridge.ops import *`` cannot shadow them.  When several op types
+    share a snake_case name, the first in sorted order keeps it and the
+    others get "_2", "_3"...; ``RENAMED`` lists every function whose name is
+    not the plain snake_case (and why), ``COLLISIONS`` every shared name.
+    Internal ops keep their leading underscore (``_Arg`` -> ``_arg``).
+Parameters
+    Inputs are positional (or keyword), in OpDef order; a list input takes
+    a sequence.  Then, keyword-only: the attributes without a default
+    (required), the attributes with a default (with it), and ``name=None``.
+    Attributes that follow from the inputs are not parameters: the element
+    type of an input (``T``), the length of a list input (``N``) and the
+    types of a list input (``Tin``).  A parameter whose OpDef name is a
+    Python keyword, a builtin or a name the generated code uses itself
+    (``name``) gets "_" appended: ``input_``, ``filter_``, ``min_``,
+    ``lambda_``; output field names follow the same rule.
+Inputs
+    Outputs pass through; numpy arrays, Python scalars/lists and
+    ``bridge.Tensor`` values become Const ops (named ``<op>/<input>``, as
+    TensorFlow names them) of the type the op needs: an Output decides a
+    type attribute first, then a value with a dtype of its own (numpy), then
+    the attribute's default, then the first Python value (ints -> int32,
+    floats -> float32).  So ``add_v2(x, 1)`` makes the 1 of x's type.
+    A ``bridge.Variable`` gives its value (its handle for resource inputs).
+Outputs
+    An op with one output returns an Output, with one list output a list of
+    Outputs, with several outputs a namedtuple named after the op type whose
+    fields are the outputs (a list output is a list field), and with none
+    the Operation.
+Docstrings
+    The OpDef's summary and description where it has them (the wheel ships
+    no ApiDefs, so most ops have none), then the inputs with their types,
+    the attributes with types, allowed values, minimums and defaults, and
+    the outputs.
+Errors
+    Checked before the C API and naming the op: a wrong number of inputs
+    (Python's TypeError names the function), a missing required attribute
+    (likewise), a value that cannot become the needed dtype, a dtype or
+    string outside the attribute's allowed values, a list shorter than its
+    minimum, inputs from different graphs.  Everything else is TensorFlow's
+    own error from TF_FinishOperation, which names the op too.
+
+When the code is generated
+--------------------------
+On the first import for a given op list: the registry's serialized OpList
+(sorted by op name) and the generator's own source (opgen.py,
+op_helpers.py, opdef.py, the templates) are hashed, and the module
+generated for that hash is kept in
+``bridge._paths.cache_dir()/ops/registry-<hash>.py`` with its compiled code
+beside it (``.bin``), both written atomically.  A new TensorFlow, or a
+change to the generator, gives a new hash and so a new module; every later
+import just loads the cached code (measured here: about 1.2 s for the first
+import, 50-90 ms after it; the four most recent modules are kept).  Ops of
+libraries loaded with :func:`bridge.load_op_library` before this import are
+left out (they live in that library's module).  Importing this module loads
+TensorFlow's libraries, which building any op needs anyway.
+"""
+from __future__ import annotations
+
+
+def _Load():
+    """Import (generating on first use) the module of the registry's ops."""
+    from .. import op_library, opdef, opgen
+    from .._lib import ffi, lib
+
+    version = ffi.string(lib.TF_Version()).decode()
+    return opgen.load_generated(
+        "registry", opdef.registry_op_list_bytes(), "bridge.ops._generated",
+        title="TensorFlow's registered ops as Python functions: the body of bridge.ops.",
+        source=f"the op registry of TensorFlow {version}", exclude=op_library.library_op_names())
+
+
+def _Exports(module) -> dict:
+    import builtins
+    out = {fn: getattr(module, fn) for fn in module.OP_TYPES}
+    for fn in out.values():
+        fn.__module__ = __name__  # help() and pickle name them bridge.ops.<fn>
+    out["OP_TYPES"] = module.OP_TYPES
+    out["RENAMED"] = module.RENAMED
+    out["COLLISIONS"] = module.COLLISIONS
+    out["__all__"] = sorted(fn for fn in module.OP_TYPES
+                            if not fn.startswith("_") and not hasattr(builtins, fn))
+    return out
+
+
+# Function names are lower-case, so these capitalised helpers never collide with one.
+_EXPORTS = _Exports(_Load())
+del _Load, _Exports
+globals().update(_EXPORTS)
+del _EXPORTS
+
+OP_TYPES: dict[str, str]
+RENAMED: dict[str, str]
+COLLISIONS: dict[str, list]
