@@ -23,7 +23,6 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import dtypes
-from ._lib import lib
 from .attrs import Shape
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor

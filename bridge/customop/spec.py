@@ -73,7 +73,7 @@ _RESERVED = frozenset("""
     volatile wchar_t while xor xor_eq
     baremodule begin elseif end finally function global import let local macro module quote
     abstract primitive where in isa
-    ctx args errors tensorflow tfjl std absl shape_inference int64_t size
+    ctx args errors tensorflow tfjl std absl shape_inference int64_t out_size known unused
 """.split())
 
 
@@ -113,7 +113,11 @@ _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
 
 
 class _ExprError(Exception):
-    pass
+    """A bad dimension expression; ``syntax`` when the fix is to use the allowed operators."""
+
+    def __init__(self, message: str, syntax: bool = True):
+        super().__init__(message)
+        self.syntax = syntax
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -152,7 +156,7 @@ def parse_expr(text: str) -> Node:
         if kind == "name":
             if not _NAME.fullmatch(value):
                 raise _ExprError(f"dimension name '{value}' must be lower-case "
-                                 "(a letter, then letters, digits or '_')")
+                                 "(a letter, then letters, digits or '_')", syntax=False)
             return Name(value)
         if value == "(":
             inner = sum_()
@@ -169,7 +173,7 @@ def parse_expr(text: str) -> Node:
             pos += 1
             right = atom()
             if tok[1] == "//" and right == Num(0):
-                raise _ExprError("division by zero")
+                raise _ExprError("division by zero", syntax=False)
             left = BinOp(tok[1], left, right)
         return left
 
@@ -257,13 +261,14 @@ def _to_dim(node: Node) -> Dim:
 # ---------------------------------------------------------------- line parsing
 
 def snake_case(name: str) -> str:
-    """TensorFlow's CamelCase -> snake_case (TwoLayer -> two_layer, Conv2D -> conv2d)."""
-    out = []
+    """TensorFlow's CamelCase -> snake_case, as bridge.opgen names op functions:
+    a '_' before an upper-case letter that follows a lower-case one or starts a
+    new word (TwoLayer -> two_layer, Conv2D -> conv2d, HSVToRGB -> hsv_to_rgb)."""
+    out: list[str] = []
     for i, ch in enumerate(name):
-        if ch.isupper() and i > 0:
-            prev, nxt = name[i - 1], name[i + 1] if i + 1 < len(name) else ""
-            if prev.islower() or (prev.isupper() and nxt.islower()):
-                out.append("_")
+        if ch.isupper() and i > 0 and (name[i - 1].islower()
+                                       or (i + 1 < len(name) and name[i + 1].islower())):
+            out.append("_")
         out.append(ch.lower())
     return "".join(out)
 
@@ -332,15 +337,14 @@ class _Parser:
                       path=self.path, source=self.text)
         self.check_dims(spec)
         self.check_grad_names(spec)
+        self.check_generated_names(spec)
         return spec
 
     def op_name(self, number: int, line: str) -> str:
-        if _ARG_HEAD.fullmatch(line) and ("(" in line or " " in line):
+        first_word = line.split()[0].split("(")[0]
+        if line.startswith("@") or first_word in TYPES or first_word in _TYPE_ALIASES:
             raise self.error(number, f"missing op name: expected the op name in CamelCase "
                                      f"(e.g. TwoLayer) on the first line, got '{line}'")
-        if line.startswith("@"):
-            raise self.error(number, "missing op name: expected the op name in CamelCase "
-                                     f"(e.g. TwoLayer) before directive '{line}'")
         if not _OP_NAME.fullmatch(line):
             raise self.error(number, f"op name '{line}' is not CamelCase: expected an upper-case "
                                      "letter followed by letters and digits (e.g. TwoLayer)")
@@ -406,9 +410,9 @@ class _Parser:
             try:
                 dim = _to_dim(parse_expr(part))
             except _ExprError as exc:
-                raise self.error(number, f"dimension {axis} of '{name}', '{part}': {exc}; expected "
-                                         "'?', a size, a name, or + - * // and parentheses over "
-                                         "names and integers") from None
+                hint = ("; expected '?', a size, a name, or + - * // and parentheses over names "
+                        "and integers") if exc.syntax else ""
+                raise self.error(number, f"dimension {axis} of '{name}', '{part}': {exc}{hint}") from None
             if isinstance(dim, int) and dim < 0:
                 raise self.error(number, f"dimension {axis} of '{name}', '{part}', is negative ({dim})")
             dims.append(dim)
@@ -493,6 +497,10 @@ class _Parser:
                         raise self.error(arg.line, f"dimension '{dim_name}' of '{arg.name}' names "
                                                    f"the {attr.dtype} attribute on line {attr.line}; "
                                                    "only int64 attributes can size a dimension")
+                    if attr is not None and isinstance(attr.default, int) and attr.default < 0:
+                        raise self.error(attr.line, f"attribute '{attr.name}' sizes a dimension of "
+                                                    f"'{arg.name}' (line {arg.line}), so its default "
+                                                    f"must be >= 0, not {attr.default}")
                 if isinstance(dim, Expr) and arg in spec.inputs:
                     missing = [n for n in dim.names if n not in bound]
                     if missing:
@@ -510,6 +518,29 @@ class _Parser:
                 raise self.error(arg.line, f"argument name '{arg.name}' clashes with the gradient "
                                            f"op {spec.name}Grad, which names its gradient "
                                            "arguments grad_<name>: rename it")
+
+
+    def check_generated_names(self, spec: OpSpec) -> None:
+        """The kernel derives C++ locals from the spec's names (y_shape, x_1,
+        k_value, alpha_); a spec name equal to one of them would be redeclared."""
+        derived: dict[str, str] = {}
+        for arg in spec.outputs:
+            derived[f"{arg.name}_shape"] = f"output '{arg.name}'"
+        for arg in spec.inputs + spec.outputs:
+            for axis, dim in enumerate(arg.shape):
+                if isinstance(dim, Expr):
+                    derived[f"{arg.name}_{axis}"] = f"dimension {axis} of '{arg.name}'"
+        for attr in spec.attrs:
+            derived[f"{attr.name}_"] = derived[f"{attr.name}_value"] = f"attribute '{attr.name}'"
+        user: dict[str, int] = {a.name: a.line for a in spec.inputs + spec.outputs + spec.attrs}
+        for arg in spec.inputs + spec.outputs:
+            for dim in arg.shape:
+                for n in [dim] if isinstance(dim, str) else dim.names if isinstance(dim, Expr) else []:
+                    user.setdefault(n, arg.line)
+        for name, line in sorted(user.items(), key=lambda item: item[1]):
+            if name in derived:
+                raise self.error(line, f"name '{name}' clashes with the name the generated kernel "
+                                       f"gives {derived[name]}: rename it")
 
 
 def _matching_paren(text: str) -> int:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import importlib.metadata
 import mmap
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .. import _lib, _paths
+from .. import _lib
 
 # The pip wheels are built with this alignment; a mismatch corrupts Eigen
 # tensors passed between TF and the op, so it is part of every compile.
@@ -48,7 +47,8 @@ class TFBuild:
 @dataclass(frozen=True)
 class JuliaBuild:
     version: str
-    include_dirs: tuple[Path, ...]  # tfjl/ headers and julia.h
+    include_dirs: tuple[Path, ...]  # tfjl/kernel.h and tfjl/runtime.h
+    runtime_hash: str               # changes with the runtime's sources and the Julia it embeds
 
 
 def _tf_version() -> str:
@@ -88,28 +88,17 @@ def _julia_runtime():
     return julia_runtime
 
 
-def _version_from_headers(include_dirs: tuple[Path, ...]) -> str:
-    for folder in include_dirs:
-        header = folder / "julia_version.h"
-        if header.exists():
-            m = re.search(r'#define\s+JULIA_VERSION_STRING\s+"([^"]+)"', header.read_text())
-            if m:
-                return m.group(1)
-    return ""
-
-
-def _config_version(config: object) -> str:
-    value = config.get("version") if isinstance(config, dict) else getattr(config, "version", None)
-    return str(value) if value else "unknown"
-
-
 @lru_cache(maxsize=None)
 def julia() -> JuliaBuild:
-    """Julia's version and the include folders a kernel needs (tfjl/kernel.h, julia.h)."""
+    """Julia's version, the runtime's identity, and the include folders a kernel needs."""
     runtime = _julia_runtime()
-    include_dirs = tuple(Path(p) for p in runtime.include_dirs())
-    version = _version_from_headers(include_dirs) or _config_version(runtime.julia_config())
-    return JuliaBuild(version, include_dirs)
+    try:
+        config = runtime.julia_config()
+        include_dirs = tuple(Path(p) for p in runtime.include_dirs())
+        runtime_id = runtime.runtime_hash(config)
+    except Exception as exc:  # JuliaNotFoundError and friends: say what is missing
+        raise ToolchainError(str(exc)) from exc
+    return JuliaBuild(config.version, include_dirs, runtime_id)
 
 
 def runtime_library() -> Path:
@@ -117,21 +106,12 @@ def runtime_library() -> Path:
     return Path(_julia_runtime().runtime_library())
 
 
-def runtime_sources() -> list[Path]:
-    """The runtime's C++ sources and headers: a kernel must be rebuilt when they change."""
-    root = _paths.kernels_cpp_dir()
-    keep = {".h", ".hpp", ".cc", ".cpp", ".c", ".txt", ".cmake", ".jl"}
-    return sorted(p for p in root.rglob("*")
-                  if p.is_file() and p.suffix in keep
-                  and not any(part.startswith("build") for part in p.relative_to(root).parts))
-
-
 def cmake() -> str:
     """The cmake executable: the one installed beside this Python (the PyPI cmake) first."""
     here = Path(sys.executable).parent / "cmake"
     if here.is_file() and os.access(here, os.X_OK):
         return str(here)
-    found = shutil.which("cmake", path=str(Path(sys.executable).parent)) or shutil.which("cmake")
+    found = shutil.which("cmake")
     if not found:
         raise ToolchainError("cmake was not found: install it with 'pip install cmake' "
                              "(a dependency of tf-julia-bridge)")
