@@ -46,9 +46,9 @@ from typing import Callable, Iterator, Optional, Union
 from .model import Arg, Attr, Dim, Expr, OpSpec
 
 __all__ = [
-    "SpecError", "parse", "parse_file", "snake_case", "parse_expr", "Num", "Name", "BinOp",
-    "Node", "evaluate", "render_expr", "divisors", "is_float", "dim_bindings", "is_dynamic", "DimBinding",
-    "grad_inputs", "grad_outputs", "has_gradient", "TYPES", "ATTR_TYPES",
+    "SpecError", "parse", "parse_file", "snake_case", "parse_expr", "Num", "Name", "BinOp", "Node",
+    "evaluate", "render_expr", "divisors", "dim_names", "is_float", "dim_bindings", "is_dynamic",
+    "DimBinding", "grad_inputs", "grad_outputs", "has_gradient", "TYPES", "ATTR_TYPES",
 ]
 
 TYPES = ("double", "float", "int32", "int64", "bool", "string")
@@ -412,7 +412,8 @@ class _Parser:
             except _ExprError as exc:
                 hint = ("; expected '?', a size, a name, or + - * // and parentheses over names "
                         "and integers") if exc.syntax else ""
-                raise self.error(number, f"dimension {axis} of '{name}', '{part}': {exc}{hint}") from None
+                message = f"dimension {axis} of '{name}', '{part}': {exc}{hint}"
+                raise self.error(number, message) from None
             if isinstance(dim, int) and dim < 0:
                 raise self.error(number, f"dimension {axis} of '{name}', '{part}', is negative ({dim})")
             dims.append(dim)
@@ -425,7 +426,8 @@ class _Parser:
             self.attr(number, rest)
             return
         if word not in ("@forward", "@backward"):
-            raise self.error(number, f"unknown directive '{word}': expected @attr, @forward or @backward")
+            raise self.error(number, f"unknown directive '{word}': expected @attr, @forward "
+                                     "or @backward")
         key = word[1:]
         if key in self.directives:
             raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
@@ -482,8 +484,7 @@ class _Parser:
         bound = set(dim_bindings(spec))
         for arg in spec.inputs + spec.outputs:
             for dim in arg.shape:
-                used = [dim] if isinstance(dim, str) else list(dim.names) if isinstance(dim, Expr) else []
-                for dim_name in used:
+                for dim_name in dim_names(dim):
                     if dim_name in args:
                         raise self.error(arg.line, f"dimension name '{dim_name}' in the shape of "
                                                    f"'{arg.name}' is also an argument name: "
@@ -535,12 +536,21 @@ class _Parser:
         user: dict[str, int] = {a.name: a.line for a in spec.inputs + spec.outputs + spec.attrs}
         for arg in spec.inputs + spec.outputs:
             for dim in arg.shape:
-                for n in [dim] if isinstance(dim, str) else dim.names if isinstance(dim, Expr) else []:
+                for n in dim_names(dim):
                     user.setdefault(n, arg.line)
         for name, line in sorted(user.items(), key=lambda item: item[1]):
             if name in derived:
                 raise self.error(line, f"name '{name}' clashes with the name the generated kernel "
                                        f"gives {derived[name]}: rename it")
+
+
+def dim_names(dim: Dim) -> list[str]:
+    """The dimension names a shape entry uses."""
+    if isinstance(dim, str):
+        return [dim]
+    if isinstance(dim, Expr):
+        return list(dim.names)
+    return []
 
 
 def _matching_paren(text: str) -> int:

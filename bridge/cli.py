@@ -1,0 +1,90 @@
+"""The ``tfbridge`` command.
+
+    tfbridge customop init NAME [DIR]   scaffold an op: custom_op.txt + a working Julia example
+    tfbridge customop build DIR         generate and compile lib<Op>.so (cached)
+    tfbridge customop stub DIR          print Julia skeletons for the spec's functions
+
+Errors in the spec or the build print one message (file:line: what was
+expected, or the compiler's errors) and exit 1, without a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+
+def _customop_init(args: argparse.Namespace) -> int:
+    from . import customop
+
+    directory = Path(args.dir) if args.dir else Path(customop.spec.snake_case(args.name))
+    written = customop.init(args.name, directory)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"next: edit them, then run 'tfbridge customop build {directory}'")
+    return 0
+
+
+def _customop_build(args: argparse.Namespace) -> int:
+    from . import customop
+
+    print(customop.build(args.dir))
+    return 0
+
+
+def _customop_stub(args: argparse.Namespace) -> int:
+    from . import customop
+
+    spec = customop.parse_file(Path(args.dir) / customop.SPEC_FILE)
+    sys.stdout.write(customop.julia_stub(spec))
+    return 0
+
+
+#: Functions adding further `tfbridge customop` actions: each takes the
+#: subparsers object, adds its parser and sets ``run`` (args -> exit code).
+CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfbridge", description="tf-julia-bridge tools")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    customop = commands.add_parser("customop", help="Julia functions as TensorFlow ops",
+                                   description="Build TensorFlow ops from custom_op.txt specs.")
+    sub = customop.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    p = sub.add_parser("init", help="scaffold a new op (spec + working Julia example)")
+    p.add_argument("name", metavar="NAME", help="op name in CamelCase, e.g. TwoLayer")
+    p.add_argument("dir", metavar="DIR", nargs="?",
+                   help="folder to create (default: the name in snake_case)")
+    p.set_defaults(run=_customop_init)
+
+    p = sub.add_parser("build", help="generate and compile the op library (cached)")
+    p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt")
+    p.set_defaults(run=_customop_build)
+
+    p = sub.add_parser("stub", help="print Julia skeletons of the spec's forward and backward functions")
+    p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt")
+    p.set_defaults(run=_customop_stub)
+
+    # Further actions (`gradtest DIR`: run the op's generated gradtest.py) go
+    # here, as a parser like the ones above or through CUSTOMOP_ACTIONS.
+    for register in CUSTOMOP_ACTIONS:
+        register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    from .customop import BuildError, SpecError
+
+    try:
+        return args.run(args)
+    except (SpecError, BuildError, FileExistsError, FileNotFoundError) as exc:
+        print(f"tfbridge: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Julia functions as TensorFlow ops, from a spec file.
+
+An op lives in a folder holding ``custom_op.txt`` (the spec, see
+:mod:`bridge.customop.spec`) and ``<op_in_snake_case>.jl`` (the Julia
+functions)::
+
+    bridge.customop.init("Twice", "ops/twice")   # scaffold: spec + working Julia example
+    lib = bridge.customop.build("ops/twice")      # -> ops/twice/build/<key>/libTwice.so
+    ops = bridge.customop.load("ops/twice")       # build, include the Julia file, load the library
+    y = ops.twice(x)
+
+The same from a shell: ``tfbridge customop init Twice ops/twice`` and
+``tfbridge customop build ops/twice``.
+"""
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Union
+
+from .build import SPEC_FILE, BuildError, build, cache_key
+from .codegen import julia_file_name, julia_stub, scaffold_spec
+from .model import Arg, Attr, Expr, OpSpec
+from .spec import SpecError, parse, parse_file
+
+__all__ = ["init", "build", "load", "parse", "parse_file", "cache_key", "julia_stub", "SpecError",
+           "BuildError", "OpSpec", "Arg", "Attr", "Expr", "SPEC_FILE"]
+
+# The scaffold's Julia bodies, for its spec `double x(n)` -> `double y(n)`: y = 2x.
+_EXAMPLE_FORWARD = ["y .= 2 .* x"]
+_EXAMPLE_BACKWARD = ["grad_x .+= 2 .* grad_y"]
+
+
+def init(name: str, directory: Union[str, Path]) -> list[Path]:
+    """Scaffold op ``name`` in ``directory``: custom_op.txt and a working Julia
+    example (y = 2x and its gradient) to edit.  Refuses to overwrite existing
+    files; returns the paths written."""
+    spec_text = scaffold_spec(name)
+    directory = Path(directory)
+    spec = parse(spec_text, str(directory / SPEC_FILE))  # checks the name before writing anything
+    files = {
+        directory / SPEC_FILE: spec_text,
+        directory / julia_file_name(spec): julia_stub(spec, _EXAMPLE_FORWARD, _EXAMPLE_BACKWARD),
+    }
+    existing = [str(p) for p in files if p.exists()]
+    if existing:
+        raise FileExistsError(f"not overwriting {', '.join(existing)}: init scaffolds a new op; "
+                              "pick another folder or remove the files")
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        with open(path, "x", encoding="utf-8") as f:  # "x": never clobber a file that appeared meanwhile
+            f.write(text)
+    return list(files)
+
+
+def load(directory: Union[str, Path]) -> types.ModuleType:
+    """Build the op if needed, include its Julia file, load lib<Op>.so and
+    register its gradient; return the module of op functions (one per op,
+    named in snake_case: ``ops.two_layer``, ``ops.two_layer_grad``)."""
+    import bridge
+    from .. import julia
+
+    directory = Path(directory).resolve()
+    library = build(directory)
+    spec = parse_file(directory / SPEC_FILE)
+    source = directory / julia_file_name(spec)
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
+                                f"{spec.forward} and {spec.backward} there")
+    # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
+    julia.include(source)
+    module = bridge.load_op_library(library)
+    if f"{spec.name}Grad" in module.OP_TYPES.values():
+        _register_gradient(spec.name)
+    return module
+
+
+def _register_gradient(op_type: str) -> None:
+    """Differentiate the op with <Op>Grad, when bridge has symbolic gradients.
+
+    <Op>Grad takes the gradients of the float outputs, then every output, then
+    every input, and the op's attributes; it returns one gradient per float
+    input (bridge.gradients.register_custom_op_gradient follows the same order)."""
+    try:
+        from ..gradients import register_custom_op_gradient
+    except ImportError:  # a bridge without symbolic gradients: the op still runs
+        return
+    register_custom_op_gradient(op_type)

@@ -1,0 +1,337 @@
+"""Building custom ops with cmake: a real compile, the cache, compiler errors,
+the CLI, and (in a child process) loading and running the op."""
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from bridge import cli
+from bridge.customop import BuildError, SpecError, build, cache_key, codegen, init, parse
+from bridge.customop import toolchain
+
+# The submodule, not the function bridge.customop.build that shadows it.
+build_module = importlib.import_module("bridge.customop.build")
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).parent / "golden" / "customop"
+
+
+def _toolchain_missing() -> str:
+    try:
+        toolchain.tensorflow()
+        toolchain.julia()
+        toolchain.cmake()
+    except toolchain.ToolchainError as exc:
+        return str(exc)
+    if not (ROOT / "kernels_cpp" / "include" / "tfjl" / "kernel.h").is_file():
+        return "kernels_cpp/include/tfjl/kernel.h is missing"
+    return ""
+
+
+MISSING = _toolchain_missing()
+needs_toolchain = pytest.mark.skipif(bool(MISSING), reason=f"cannot compile custom ops: {MISSING}")
+
+
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory):
+    """The scaffolded op, built once for the module."""
+    if MISSING:
+        pytest.skip(f"cannot compile custom ops: {MISSING}")
+    directory = tmp_path_factory.mktemp("ops") / "twice"
+    init("Twice", directory)
+    lines: list[str] = []
+    library = build(directory, progress=lines.append)
+    return directory, library, lines
+
+
+def _visible(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+# ------------------------------------------------------------------ a real build
+
+@needs_toolchain
+def test_build_makes_the_library(twice):
+    directory, library, lines = twice
+    assert library.name == "libTwice.so" and library.is_file()
+    spec = parse((directory / "custom_op.txt").read_text(), str(directory / "custom_op.txt"))
+    assert library.parent == directory / "build" / cache_key(spec)
+    assert (library.parent / "Twice.cc").is_file() and (library.parent / "build.log").is_file()
+    assert "building Twice: configuring..." in lines
+    assert "building Twice: compiling..." in lines
+    assert lines[-1].startswith("building Twice: done in ")
+    # Nothing half-built is left beside it (hidden files: the lock and .gitignore).
+    assert _visible(library.parent.parent) == [library.parent.name]
+    assert (library.parent.parent / ".gitignore").read_text().endswith("*\n")
+
+
+@needs_toolchain
+def test_library_finds_tensorflow_and_the_runtime_by_itself(twice):
+    _, library, _ = twice
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    ldd = subprocess.run(["ldd", str(library)], capture_output=True, text=True, env=env)
+    assert ldd.returncode == 0, ldd.stderr
+    assert "not found" not in ldd.stdout, ldd.stdout
+    assert "libtensorflow_framework.so.2 => " in ldd.stdout
+    assert "libtfjl_runtime.so => " in ldd.stdout
+
+
+@needs_toolchain
+def test_cached_build_is_fast_and_runs_no_cmake(twice, monkeypatch):
+    directory, library, _ = twice
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("a cached build must not run cmake")
+
+    monkeypatch.setattr(build_module.subprocess, "run", no_subprocess)
+    lines: list[str] = []
+    start = time.perf_counter()
+    again = build(directory, progress=lines.append)
+    elapsed = time.perf_counter() - start
+    assert again == library
+    assert lines == []
+    assert elapsed < 0.5, f"cached build took {elapsed:.2f} s"
+
+
+@needs_toolchain
+def test_compile_error_points_at_the_generated_source(tmp_path, monkeypatch):
+    directory = tmp_path / "broken"
+    init("Broken", directory)
+    real = codegen.kernel_source
+    monkeypatch.setattr(codegen, "kernel_source",
+                        lambda spec: real(spec) + "\nthis_is_not_cpp = ;\n")
+    with pytest.raises(BuildError) as info:
+        build(directory, progress=lambda line: None)
+    message = str(info.value)
+    spec = parse((directory / "custom_op.txt").read_text())
+    failed = directory / "build" / f"{cache_key(spec)}.failed"
+    assert "building Broken failed while compiling" in message
+    assert f"{failed / 'Broken.cc'}:" in message, message
+    assert "error:" in message and "this_is_not_cpp" in message
+    assert f"full log: {failed / 'build.log'}" in message
+    lines = (failed / "Broken.cc").read_text().splitlines()
+    line_number = int(message.split(f"{failed / 'Broken.cc'}:")[1].split(":")[0])
+    assert "this_is_not_cpp" in lines[line_number - 1]
+    # The failed build never looks like a finished one.
+    assert _visible(directory / "build") == [failed.name]
+
+
+@needs_toolchain
+def test_golden_kernels_compile(tmp_path):
+    """Every golden kernel compiles against TF's headers and tfjl/kernel.h, warning-free."""
+    tf = toolchain.tensorflow()
+    flags = ["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+             *(f"-D{d}" for d in tf.definitions), "-isystem", str(tf.include_dir),
+             *(f"-I{p}" for p in toolchain.julia().include_dirs)]
+    compiler = shutil.which("c++") or shutil.which("g++")
+
+    def compile_one(source: Path) -> tuple[str, subprocess.CompletedProcess]:
+        return source.name, subprocess.run([compiler, *flags, str(source)], capture_output=True,
+                                           text=True)
+
+    # Two at a time: each compiler takes a few hundred MB and a core.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(compile_one, sorted(GOLDEN.glob("*/*.cc"))))
+    assert len(results) >= 5
+    failures = {name: proc.stderr for name, proc in results if proc.returncode != 0}
+    assert not failures, "\n".join(f"{k}:\n{v}" for k, v in failures.items())
+
+
+# ------------------------------------------------------------------ no compiler needed
+
+def test_bad_spec_writes_nothing(tmp_path):
+    (tmp_path / "custom_op.txt").write_text("Op\ndouble x(?)\n")
+    with pytest.raises(SpecError, match=r"custom_op.txt:2: op Op has no output"):
+        build(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["custom_op.txt"]
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"no toolchain: {MISSING}")
+def test_cache_key_follows_the_spec_text():
+    a = parse("Op\ndouble x(?)\ndouble y(?) -> output\n")
+    b = parse("Op\ndouble x(?)\ndouble y(?) -> output\n# a comment\n")
+    assert cache_key(a) == cache_key(a)
+    assert cache_key(a) != cache_key(b)
+    assert len(cache_key(a)) == 16
+
+
+def test_error_excerpt_keeps_errors_and_their_context():
+    output = textwrap.dedent("""\
+        [ 50%] Building CXX object CMakeFiles/Op.dir/Op.cc.o
+        In file included from /x/Op.cc:3:
+        /x/Op.cc: In member function 'virtual void OpOp::Compute()':
+        /x/Op.cc:42:7: error: 'foo' was not declared in this scope
+           42 |   foo();
+              |   ^~~
+        /x/Op.cc:42:7: note: suggested alternative: 'for'
+        /x/Op.cc:50:1: warning: unused variable 'z' [-Wunused-variable]
+        make[2]: *** [CMakeFiles/Op.dir/build.make:76: CMakeFiles/Op.dir/Op.cc.o] Error 1
+        """)
+    excerpt = build_module.error_excerpt(output)
+    assert excerpt.splitlines() == [
+        "  /x/Op.cc:42:7: error: 'foo' was not declared in this scope",
+        "     42 |   foo();",
+        "        |   ^~~",
+        "  /x/Op.cc:42:7: note: suggested alternative: 'for'",
+    ]
+    linker = "/usr/bin/ld: Op.cc.o: in function `f':\nOp.cc:(.text+0x1): undefined reference to `g'\n"
+    assert "undefined reference to `g'" in build_module.error_excerpt(linker)
+    assert build_module.error_excerpt("something odd\nhappened\n") == "  something odd\n  happened"
+
+
+# ------------------------------------------------------------------ CLI
+
+def test_cli_init(tmp_path, capsys):
+    assert cli.main(["customop", "init", "MyOp", str(tmp_path / "my")]) == 0
+    assert (tmp_path / "my" / "custom_op.txt").is_file()
+    assert (tmp_path / "my" / "my_op.jl").is_file()
+    assert "tfbridge customop build" in capsys.readouterr().out
+    assert cli.main(["customop", "init", "MyOp", str(tmp_path / "my")]) == 1
+    assert "not overwriting" in capsys.readouterr().err
+
+
+def test_cli_reports_spec_errors_without_traceback(tmp_path, capsys):
+    (tmp_path / "custom_op.txt").write_text("Op\ndouble x(?, ?) -> outptu\n")
+    assert cli.main(["customop", "build", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tfbridge: {tmp_path / 'custom_op.txt'}:2: ")
+    assert "Traceback" not in err
+
+
+def test_cli_stub_prints_julia(tmp_path, capsys):
+    (tmp_path / "custom_op.txt").write_text("Scale\ndouble x(n)\ndouble y(n) -> output\n")
+    assert cli.main(["customop", "stub", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "function scale(y, x)" in out and "function scale_grad(grad_x, grad_y, y, x)" in out
+
+
+def test_cli_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["customop"])
+    assert info.value.code == 2
+
+
+# ------------------------------------------------------------------ load and run
+
+RUN_OP = """
+import sys
+import numpy as np
+import bridge
+from bridge import customop
+
+ops = customop.load(sys.argv[1])
+x = bridge.placeholder("double", shape=[None])
+y = ops.twice(x)
+(dx,) = bridge.gradients([y], [x])
+with bridge.Session() as s:
+    y_value, dx_value = s.run([y, dx], {x: np.array([1.0, -2.0, 3.5])})
+assert np.array_equal(y_value, [2.0, -4.0, 7.0]), y_value
+assert np.array_equal(dx_value, [2.0, 2.0, 2.0]), dx_value
+print("ok")
+"""
+
+
+@needs_toolchain
+def test_load_runs_the_julia_op_and_its_gradient(twice):
+    """In a child process: Julia must never share a process with `import tensorflow`."""
+    directory, _, _ = twice
+    proc = subprocess.run([sys.executable, "-c", RUN_OP, str(directory)], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ok")
+
+
+MIX_SPEC = """\
+Mix
+double x(n)
+double w(m, n)
+string label()
+@attr double scale = 2.0
+double y(m) -> output
+int64 positive(?) -> output
+string echo(2) -> output
+"""
+
+MIX_JULIA = """\
+function mix(y, positive, echo, x, w, label, scale)
+    y .= scale .* (w * x)
+    positive[] = Int64[i - 1 for i in 1:length(y) if y[i] > 0]
+    echo[1] = label
+    echo[2] = uppercase(label)
+    return nothing
+end
+
+function mix_grad(grad_x, grad_w, grad_y, y, positive, echo, x, w, label, scale)
+    grad_x .+= scale .* (transpose(w) * grad_y)
+    grad_w .+= scale .* (grad_y * transpose(x))
+    return nothing
+end
+"""
+
+RUN_MIX = """
+import sys
+import numpy as np
+import bridge
+from bridge import customop, errors
+
+ops = customop.load(sys.argv[1])
+
+# Shape inference: named dims flow to the outputs, and a mismatch fails at construction.
+y, positive, echo = ops.mix(bridge.placeholder("double", [3]), bridge.placeholder("double", [2, 3]), "a")
+assert [list(y.shape), list(positive.shape), list(echo.shape)] == [[2], [None], [2]]
+try:
+    ops.mix(bridge.placeholder("double", [3]), bridge.placeholder("double", [2, 4]), "a")
+    raise SystemExit("shape inference missed n = 3 vs 4")
+except errors.InvalidArgumentError as e:
+    assert "Dimensions must be equal" in e.message, e.message
+
+x = bridge.placeholder("double", shape=[None])
+w = bridge.placeholder("double", shape=[None, None])
+y, positive, echo = ops.mix(x, w, "hello", scale=3.0)
+xv = np.array([1.0, -2.0, 0.5])
+wv = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+with bridge.Session() as s:
+    yv, pv, ev = s.run([y, positive, echo], {x: xv, w: wv})
+    assert np.array_equal(yv, [3.0, -6.0]), yv
+    assert pv.dtype == np.int64 and list(pv) == [0], pv
+    assert list(ev) == [b"hello", b"HELLO"], ev
+    try:
+        s.run(y, {x: xv, w: np.zeros((2, 4))})
+        raise SystemExit("the kernel missed n = 3 vs 4")
+    except errors.InvalidArgumentError as e:
+        assert ("Mix: input 'w' must have shape (m,n) with n = 3 (from input 'x'), "
+                "but has shape [2,4]") in e.message, e.message
+
+result = bridge.gradcheck(lambda a, b: ops.mix(a, b, "hi", scale=3.0)[0], [xv, wv])
+assert result.passed, str(result)
+print("ok")
+"""
+
+
+@needs_toolchain
+def test_named_dims_attrs_dynamic_and_string_outputs_end_to_end(tmp_path):
+    """A spec using the extensions, built, loaded and run in a child process."""
+    (tmp_path / "custom_op.txt").write_text(MIX_SPEC)
+    (tmp_path / "mix.jl").write_text(MIX_JULIA)
+    proc = subprocess.run([sys.executable, "-c", RUN_MIX, str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ok")
+
+
+@needs_toolchain
+def test_generated_gradtest_script_passes(twice):
+    _, library, _ = twice
+    proc = subprocess.run([sys.executable, str(library.parent / "gradtest.py")], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "Twice: gradcheck PASS" in proc.stdout
