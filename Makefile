@@ -20,23 +20,10 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q -e '.[test,plot]'
 	@touch $@
 
-# Julia 1.5+ with its embedding headers. On Debian without a Julia package the
-# bullseye packages are used (see shared ENVIRONMENT notes); elsewhere we say how.
+# Julia 1.5+ with its embedding headers and working exceptions
+# (julia/install-julia.sh: Debian bullseye's packages where none is found).
 julia:
-	@if command -v julia >/dev/null 2>&1 && test -f "$$(julia --startup-file=no -e 'print(joinpath(Sys.BINDIR, Base.INCLUDEDIR, "julia", "julia.h"))' 2>/dev/null)" -o -f /usr/include/julia/julia.h; then \
-	  :; \
-	elif test -f /etc/debian_version; then \
-	  echo ">> installing Julia and its headers from Debian bullseye"; \
-	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  echo 'deb http://deb.debian.org/debian bullseye main' | $$SUDO tee /etc/apt/sources.list.d/bullseye.list >/dev/null; \
-	  printf 'Package: *\nPin: release n=bullseye\nPin-Priority: 100\n' | $$SUDO tee /etc/apt/preferences.d/bullseye >/dev/null; \
-	  $$SUDO apt-get update -q >/dev/null && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q -t bullseye julia libjulia-dev >/dev/null && \
-	  julia --version; \
-	else \
-	  echo "Julia was not found. Install Julia (>= 1.5) with its headers (julia.h) from https://julialang.org/downloads/ and put 'julia' on PATH, or set TFBRIDGE_JULIA to the executable." >&2; \
-	  exit 1; \
-	fi
+	@bash julia/install-julia.sh
 
 demo: setup
 	$(PY) examples/twolayer/run.py

@@ -1,0 +1,295 @@
+"""Julia inside this Python process.
+
+``init()`` loads TensorFlow's libraries first (the LLVM clash, see
+``bridge._lib``), then libjulia RTLD_GLOBAL, then the runtime
+(libtfjl_runtime.so) through its own cffi instance, and starts Julia on the
+runtime's dedicated thread with julia/TFBridge.jl loaded.  Every Julia call
+made here is handed to that thread by the runtime: Python threads never touch
+jl_* themselves, so all functions here may be called from any thread.
+
+    >>> from bridge import julia
+    >>> julia.eval("1 + 1")
+    2
+    >>> julia.call("sum", np.arange(4.0))
+    6.0
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cffi import FFI
+
+from . import _lib, _paths, julia_runtime
+
+__all__ = ["JuliaError", "JuliaObject", "init", "is_initialized", "eval", "include", "call",
+           "session_run_on_julia_thread", "call_counts"]
+
+
+def _cdef_text() -> str:
+    header = (_paths.kernels_cpp_dir() / "include" / "tfjl" / "capi.h").read_text()
+    start, end = header.index("/* cffi-begin */"), header.index("/* cffi-end */")
+    return header[start + len("/* cffi-begin */"):end]
+
+
+_ffi = FFI()
+_ffi.cdef(_cdef_text())
+
+# tfjl::DType codes (kernels_cpp/include/tfjl/runtime.h).
+_DTYPE_CODES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, np.dtype(np.int32): 2,
+                np.dtype(np.int64): 3, np.dtype(np.bool_): 4}
+_STRING = 5
+
+
+class JuliaError(RuntimeError):
+    """A Julia exception: ``str(e)`` is Julia's error text and backtrace.
+
+    ``kind``: 1 invalid argument, 2 not found, 3 internal (CONTRACT.md).
+    """
+
+    def __init__(self, message: str, kind: int = 3):
+        super().__init__(message)
+        self.kind = kind
+
+
+class JuliaObject:
+    """A Julia value with no Python counterpart, kept as its ``repr`` text."""
+
+    __slots__ = ("repr",)
+
+    def __init__(self, repr_text: str):
+        self.repr = repr_text
+
+    def __repr__(self) -> str:
+        return f"JuliaObject({self.repr})"
+
+    def __str__(self) -> str:
+        return self.repr
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JuliaObject) and other.repr == self.repr
+
+    def __hash__(self) -> int:
+        return hash(self.repr)
+
+
+_lock = threading.Lock()
+_rt = None          # the runtime's cffi library, once Julia is up
+_pinned: list = []  # libjulia's ctypes handle: never unloaded
+
+
+def init() -> None:
+    """Start Julia in this process (idempotent, thread-safe)."""
+    global _rt
+    if _rt is not None:
+        return
+    with _lock:
+        if _rt is not None:
+            return
+        _lib.load()  # TensorFlow before libjulia, always (bridge._lib explains why)
+        config = julia_runtime.julia_config()
+        library = julia_runtime.runtime_library()
+        bridge_jl = _paths.julia_dir() / "TFBridge.jl"
+        # Kernels that run before init (or in child processes) start Julia
+        # from these; they must find the same installation.
+        os.environ["TFBRIDGE_JULIA_BINDIR"] = config.bindir
+        os.environ["TFBRIDGE_JULIA_IMAGE"] = config.image
+        os.environ["TFBRIDGE_JULIA_BRIDGE_JL"] = str(bridge_jl)
+        # The sysimage resolves jl_* through the global namespace.
+        _pinned.append(ctypes.CDLL(config.libjulia, mode=os.RTLD_GLOBAL | os.RTLD_NOW))
+        rt = _open_runtime(library)
+        err = _ffi.new("char[]", 4096)
+        if rt.tfjl_init(config.bindir.encode(), config.image.encode(), str(bridge_jl).encode(), err, 4096):
+            raise JuliaError(f"Julia {config.version} ({config.executable}) could not be initialised: "
+                             f"{_ffi.string(err).decode(errors='replace')}")
+        _rt = rt
+
+
+def _open_runtime(library: Path):
+    """The runtime, reusing a copy a kernel library already brought in.
+
+    Kernels link the runtime by its soname, so a kernel built against another
+    build of it may have loaded that one; a second copy would try to start a
+    second Julia.
+    """
+    try:
+        return _ffi.dlopen(julia_runtime.LIBRARY_NAME, os.RTLD_NOW | os.RTLD_NOLOAD)
+    except OSError:
+        return _ffi.dlopen(str(library), os.RTLD_NOW)
+
+
+def is_initialized() -> bool:
+    """True once ``init()`` has started Julia in this process."""
+    return _rt is not None and bool(_rt.tfjl_is_initialized())
+
+
+def _runtime():
+    init()
+    return _rt
+
+
+def _raise(status: int, err, context: str = "") -> None:
+    message = _ffi.string(err).decode("utf-8", errors="replace") if err != _ffi.NULL else "unknown error"
+    _rt.tfjl_free(err)
+    raise JuliaError(context + message, status)
+
+
+def _text(value) -> str:
+    return _ffi.unpack(value.text, value.text_len).decode("utf-8", errors="surrogateescape")
+
+
+def _to_python(value) -> Any:
+    kind = value.kind
+    if kind == _rt.TFJL_VALUE_NOTHING:
+        return None
+    if kind == _rt.TFJL_VALUE_BOOL:
+        return bool(value.i)
+    if kind == _rt.TFJL_VALUE_INT:
+        return int(value.i)
+    if kind == _rt.TFJL_VALUE_FLOAT:
+        return float(value.f)
+    if kind == _rt.TFJL_VALUE_STRING:
+        return _text(value)
+    if kind == _rt.TFJL_VALUE_BIGINT:
+        return int(_text(value))
+    if kind == _rt.TFJL_VALUE_ARRAY:
+        dims = [value.dims[k] for k in range(value.ndims)]
+        raw = _ffi.buffer(value.data, value.nbytes)
+        return np.frombuffer(raw, dtype=np.dtype(_text(value))).reshape(dims).copy()
+    return JuliaObject(_text(value))
+
+
+def _take_value(status: int, value, err, context: str = "") -> Any:
+    try:
+        if status:
+            _raise(status, err[0], context)
+        return _to_python(value)
+    finally:
+        _rt.tfjl_value_free(value)
+
+
+def eval(code: str) -> Any:  # noqa: A001 - the natural name, as in Julia
+    """Evaluate Julia code in Main and convert the last value.
+
+    nothing -> None; Bool, Integer, AbstractFloat, String -> bool, int, float,
+    str; numeric arrays -> a numpy copy in TF (row-major) index order;
+    anything else -> ``JuliaObject`` holding its ``repr``.  Raises JuliaError.
+    """
+    rt = _runtime()
+    value = _ffi.new("tfjl_value*")
+    err = _ffi.new("char**")
+    status = rt.tfjl_eval_value(code.encode(), value, err)
+    return _take_value(status, value, err)
+
+
+def include(path: str | os.PathLike) -> None:
+    """``Base.include(Main, path)`` for an absolute path; raises JuliaError naming the file."""
+    path = os.fspath(path)
+    if not os.path.isabs(path):
+        raise ValueError(f"bridge.julia.include: expected an absolute path, got '{path}'")
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"bridge.julia.include: {path} does not exist")
+    rt = _runtime()
+    err = _ffi.new("char**")
+    status = rt.tfjl_include(path.encode(), err)
+    if status:
+        _raise(status, err[0], f"bridge.julia.include({path}) failed: ")
+
+
+def _scalar_arg(arg: Any, slot, keep: list, position: int) -> None:
+    slot.kind = _rt.TFJL_ARG_SCALAR
+    if isinstance(arg, (bool, np.bool_)):
+        slot.dtype, slot.i = _DTYPE_CODES[np.dtype(np.bool_)], int(arg)
+    elif isinstance(arg, np.int32):
+        slot.dtype, slot.i = _DTYPE_CODES[np.dtype(np.int32)], int(arg)
+    elif isinstance(arg, (int, np.integer)):
+        if not -2**63 <= int(arg) < 2**63:
+            raise OverflowError(f"bridge.julia.call: argument {position} ({arg}) does not fit in an Int64")
+        slot.dtype, slot.i = _DTYPE_CODES[np.dtype(np.int64)], int(arg)
+    elif isinstance(arg, np.float32):
+        slot.dtype, slot.f = _DTYPE_CODES[np.dtype(np.float32)], float(arg)
+    elif isinstance(arg, (float, np.floating)):
+        slot.dtype, slot.f = _DTYPE_CODES[np.dtype(np.float64)], float(arg)
+    elif isinstance(arg, str):
+        data = arg.encode()
+        buf = _ffi.new("char[]", data)
+        keep.append(buf)
+        slot.dtype, slot.s, slot.len = _STRING, buf, len(data)
+    else:
+        raise TypeError(f"bridge.julia.call: argument {position} is a {type(arg).__name__}; expected a "
+                        "numpy array, bool, int, float or str")
+
+
+def _array_arg(arg: np.ndarray, slot, keep: list, position: int) -> None:
+    code = _DTYPE_CODES.get(arg.dtype)
+    if code is None:
+        raise TypeError(f"bridge.julia.call: argument {position} has dtype {arg.dtype}; expected one of "
+                        + ", ".join(str(d) for d in _DTYPE_CODES))
+    # Zero-copy needs C order, alignment and write access (Julia may write);
+    # anything else is passed as a copy, so Julia's writes are not seen.
+    arg = np.require(arg, requirements="CAW")
+    dims = _ffi.new("int64_t[]", list(arg.shape) or [0])
+    keep += [arg, dims]
+    slot.kind, slot.dtype, slot.ndims, slot.dims = _rt.TFJL_ARG_ARRAY, code, arg.ndim, dims
+    if arg.size:
+        buf = _ffi.from_buffer(arg)
+        keep.append(buf)  # the buffer stays exported for the call
+        slot.data = buf
+
+
+def call(fname: str, *args: Any) -> Any:
+    """Call ``Main.<fname>(args...)`` (a dotted name reaches into modules) and convert its value.
+
+    numpy arrays (float64, float32, int32, int64, bool) are passed zero-copy
+    as views in TF index order when C-contiguous, aligned and writable (so
+    Julia's in-place writes show in them), otherwise as copies; bool, int,
+    float and str become Bool, Int64 (Int32 / Float32 for those numpy
+    scalars), Float64 and String.  Raises JuliaError.
+    """
+    rt = _runtime()
+    keep: list = []
+    cargs = _ffi.new("tfjl_arg[]", max(len(args), 1))
+    for i, arg in enumerate(args):
+        if isinstance(arg, np.ndarray):
+            _array_arg(arg, cargs[i], keep, i + 1)
+        else:
+            _scalar_arg(arg, cargs[i], keep, i + 1)
+    value = _ffi.new("tfjl_value*")
+    err = _ffi.new("char**")
+    status = rt.tfjl_call_value(fname.encode(), cargs, len(args), value, err)
+    return _take_value(status, value, err, f"bridge.julia.call({fname}): ")
+
+
+def session_run_on_julia_thread(session, run_options, inputs, input_values, ninputs: int, outputs,
+                                output_values, noutputs: int, targets, ntargets: int, run_metadata,
+                                status) -> None:
+    """``TF_SessionRun`` with the same arguments (cdata of bridge._lib), run on Julia's thread.
+
+    Only for sessions created with inter_op_parallelism_threads = -1: TF then
+    runs their kernels on the calling thread, which is Julia's, so Julia ops
+    call Julia directly.  (With TF's thread pool, a Julia op would wait for
+    Julia's thread while that thread waits for the run: a deadlock.)
+    """
+    rt = _runtime()
+    # The arguments are cdata of bridge._lib's FFI; the runtime takes them type-erased.
+    ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
+    rt.tfjl_session_run_on_julia_thread(ptr(_lib.lib.TF_SessionRun), ptr(session), ptr(run_options),
+                                        ptr(inputs), arr(input_values), ninputs, ptr(outputs),
+                                        arr(output_values), noutputs, arr(targets), ntargets,
+                                        ptr(run_metadata), ptr(status))
+
+
+# The name bridge.session calls.
+_session_run_on_julia_thread = session_run_on_julia_thread
+
+
+def call_counts() -> tuple[int, int]:
+    """(calls run directly on Julia's thread, calls handed over to it) so far in this process."""
+    rt = _runtime()
+    direct, handed = _ffi.new("uint64_t*"), _ffi.new("uint64_t*")
+    rt.tfjl_call_counts(direct, handed)
+    return int(direct[0]), int(handed[0])

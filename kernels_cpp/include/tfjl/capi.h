@@ -1,0 +1,107 @@
+/* The extern "C" API of libtfjl_runtime.so, used by Python (bridge.julia,
+ * through cffi) and by programs without C++.
+ *
+ * Every function may be called from any thread: the runtime runs the Julia
+ * work on Julia's own thread and blocks the caller until it is done.  Strings
+ * and buffers handed out are malloc'ed and released with tfjl_free /
+ * tfjl_value_free.  Functions returning int return 0 on success, otherwise an
+ * error kind (1 invalid argument, 2 not found, 3 internal) with *err set to
+ * the message.
+ *
+ * bridge/julia.py feeds the text between the cffi markers to FFI.cdef, so
+ * that region holds plain declarations only.
+ */
+#ifndef TFJL_CAPI_H_
+#define TFJL_CAPI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library builds with hidden visibility; its API is exported explicitly. */
+#pragma GCC visibility push(default)
+
+/* cffi-begin */
+typedef enum tfjl_arg_kind {
+  TFJL_ARG_ARRAY = 0,   /* numeric array, zero-copy, TF (row-major) index order */
+  TFJL_ARG_SCALAR = 1,  /* Float64/Float32 in f, Int32/Int64/Bool in i, String in s/len */
+  TFJL_ARG_NOTHING = 2
+} tfjl_arg_kind;
+
+typedef struct tfjl_arg {
+  int kind;              /* tfjl_arg_kind */
+  int dtype;             /* tfjl::DType code: 0 Float64, 1 Float32, 2 Int32, 3 Int64, 4 Bool, 5 String */
+  void* data;            /* ARRAY: the buffer, must stay valid for the call */
+  int ndims;
+  const int64_t* dims;
+  double f;
+  int64_t i;
+  const char* s;
+  size_t len;
+} tfjl_arg;
+
+typedef enum tfjl_value_kind {
+  TFJL_VALUE_NOTHING = 0,
+  TFJL_VALUE_BOOL = 1,     /* i */
+  TFJL_VALUE_INT = 2,      /* i */
+  TFJL_VALUE_FLOAT = 3,    /* f */
+  TFJL_VALUE_STRING = 4,   /* text/text_len (UTF-8) */
+  TFJL_VALUE_BIGINT = 5,   /* text: decimal digits of an integer outside Int64 */
+  TFJL_VALUE_ARRAY = 6,    /* text: numpy dtype string; data/nbytes row-major; ndims/dims */
+  TFJL_VALUE_OTHER = 7     /* text: Julia's repr of the value */
+} tfjl_value_kind;
+
+typedef struct tfjl_value {
+  int kind;              /* tfjl_value_kind */
+  int64_t i;
+  double f;
+  char* text;
+  size_t text_len;
+  void* data;
+  size_t nbytes;
+  int ndims;
+  int64_t* dims;
+} tfjl_value;
+
+/* Starts Julia's thread and initialises Julia once per process.  bindir and
+ * image as the `julia` executable reports them (Sys.BINDIR, the sysimage);
+ * bridge_jl: path of TFBridge.jl, or NULL for the copy built into the library.
+ * Later calls return the first call's result.  Returns 0 or nonzero with the
+ * reason in err (truncated to errlen). */
+int tfjl_init(const char* bindir, const char* image, const char* bridge_jl, char* err, size_t errlen);
+int tfjl_is_initialized(void);
+int tfjl_on_julia_thread(void);
+
+/* Evaluates code (all top-level expressions, in Main); *result_repr = repr of the last value. */
+int tfjl_eval(const char* code, char** result_repr, char** err);
+/* Like tfjl_eval, but the last value converted (tfjl_value_kind); release with tfjl_value_free. */
+int tfjl_eval_value(const char* code, tfjl_value* out, char** err);
+/* Base.include(Main, path). */
+int tfjl_include(const char* path, char** err);
+/* Calls Main.<function>(args...) (a dotted name reaches into modules) and converts its value. */
+int tfjl_call_value(const char* function, const tfjl_arg* args, int nargs, tfjl_value* out, char** err);
+void tfjl_value_free(tfjl_value* v);
+void tfjl_free(void* p);
+
+/* Calls that ran directly on Julia's thread, and calls handed over to it. */
+void tfjl_call_counts(uint64_t* direct, uint64_t* handed_over);
+
+/* Runs TF_SessionRun (passed as a pointer: the runtime does not link the C API
+ * library) on Julia's thread, so kernels that TF executes inline (a session
+ * with inter_op_parallelism_threads = -1) call Julia directly. */
+void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
+        const void* run_options, const void* inputs, void* const* input_values, int ninputs,
+        const void* outputs, void** output_values, int noutputs,
+        const void* const* targets, int ntargets, void* run_metadata, void* status);
+/* cffi-end */
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* TFJL_CAPI_H_ */

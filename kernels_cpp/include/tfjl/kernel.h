@@ -1,0 +1,219 @@
+// Header-only TensorFlow glue for kernels that call Julia (generated from
+// templates/, or hand-written): TF tensors -> tfjl::Arg, the call, and the
+// error / dynamic-output / string-output handling around it.
+//
+// A kernel's Compute typically reads:
+//
+//   Tensor* y = nullptr;
+//   OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+//   std::vector<tfjl::Arg> args;
+//   args.push_back(tfjl::OutputArg(y));             // outputs, inputs, attrs: CONTRACT.md
+//   args.push_back(tfjl::InputArg(ctx->input(0)));
+//   OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "my_op!", args));
+//   OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));  // dynamic and string outputs
+//
+// Build: include folders kernels_cpp/include and TF's include; link the
+// runtime (bridge.julia_runtime.link_args()) and libtensorflow_framework.
+#ifndef TFJL_KERNEL_H_
+#define TFJL_KERNEL_H_
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tfjl/runtime.h"
+
+namespace tfjl {
+
+// The tfjl dtype of a TF dtype; false for types Julia ops do not support.
+inline bool DTypeFromTF(tensorflow::DataType dt, DType* out) {
+  switch (dt) {
+    case tensorflow::DT_DOUBLE: *out = DType::Float64; return true;
+    case tensorflow::DT_FLOAT: *out = DType::Float32; return true;
+    case tensorflow::DT_INT32: *out = DType::Int32; return true;
+    case tensorflow::DT_INT64: *out = DType::Int64; return true;
+    case tensorflow::DT_BOOL: *out = DType::Bool; return true;
+    case tensorflow::DT_STRING: *out = DType::String; return true;
+    default: return false;
+  }
+}
+
+inline size_t DTypeSize(DType d) {
+  switch (d) {
+    case DType::Float64: case DType::Int64: return 8;
+    case DType::Float32: case DType::Int32: return 4;
+    case DType::Bool: return 1;
+    case DType::String: return 0;
+  }
+  return 0;
+}
+
+namespace kernel_detail {
+
+inline std::vector<int64_t> dims_of(const tensorflow::Tensor& t) {
+  std::vector<int64_t> dims(static_cast<size_t>(t.dims()));
+  for (int k = 0; k < t.dims(); ++k) dims[static_cast<size_t>(k)] = t.dim_size(k);
+  return dims;
+}
+
+// Numeric tensors are passed zero-copy: Julia wraps TF's buffer.
+inline Arg tensor_arg(Arg::Kind kind, const tensorflow::Tensor& t) {
+  Arg a{};
+  a.kind = kind;
+  const bool supported = DTypeFromTF(t.dtype(), &a.dtype);
+  if (!supported) a.dtype = static_cast<DType>(-1);  // call_julia reports it
+  a.dims = dims_of(t);
+  // tensor_data() aborts for types that are not plain memory: read it only for ours.
+  if (supported && a.dtype != DType::String && t.NumElements() > 0) {
+    a.data = const_cast<char*>(t.tensor_data().data());
+  }
+  return a;
+}
+
+}  // namespace kernel_detail
+
+// An input tensor: numeric zero-copy; strings copied into Arg::strings (row-major).
+inline Arg InputArg(const tensorflow::Tensor& t) {
+  Arg a = kernel_detail::tensor_arg(Arg::Input, t);
+  if (t.dtype() == tensorflow::DT_STRING) {
+    const auto flat = t.flat<tensorflow::tstring>();
+    a.strings.reserve(static_cast<size_t>(flat.size()));
+    for (int64_t i = 0; i < flat.size(); ++i) a.strings.emplace_back(flat(i).data(), flat(i).size());
+  }
+  return a;
+}
+
+// An output the kernel already allocated: numeric ones are written in place by
+// Julia; string ones are filled by the runtime and copied by FinishOutput.
+inline Arg OutputArg(tensorflow::Tensor* t) { return kernel_detail::tensor_arg(Arg::Output, *t); }
+
+// An output whose shape only the Julia function knows.  `expected`: the shape
+// the spec promises, -1 for unknown dimensions (empty: no check).
+inline Arg DynamicOutputArg(DType dtype, std::vector<int64_t> expected = {}) {
+  Arg a{};
+  a.kind = Arg::DynamicOutput;
+  a.dtype = dtype;
+  a.dims = std::move(expected);
+  return a;
+}
+
+// Attribute values.  TF stores a spec's `double` attr as a float attr: pass
+// DType::Float64 to hand it to Julia as Float64.
+inline Arg AttrArg(double v, DType dtype = DType::Float64) {
+  Arg a{};
+  a.kind = Arg::AttrValue;
+  a.dtype = dtype;
+  a.f = v;
+  return a;
+}
+
+inline Arg AttrArg(float v, DType dtype = DType::Float32) { return AttrArg(static_cast<double>(v), dtype); }
+
+inline Arg AttrArg(int64_t v) {
+  Arg a{};
+  a.kind = Arg::AttrValue;
+  a.dtype = DType::Int64;
+  a.i = v;
+  return a;
+}
+
+inline Arg AttrArg(int v) { return AttrArg(static_cast<int64_t>(v)); }
+
+inline Arg AttrArg(bool v) {
+  Arg a{};
+  a.kind = Arg::AttrValue;
+  a.dtype = DType::Bool;
+  a.b = v;
+  return a;
+}
+
+inline Arg AttrArg(std::string v) {
+  Arg a{};
+  a.kind = Arg::AttrValue;
+  a.dtype = DType::String;
+  a.s = std::move(v);
+  return a;
+}
+
+inline Arg AttrArg(const char* v) { return AttrArg(std::string(v)); }  // not the bool overload
+
+// call_julia's error -> a TF status "<op>: Julia function <fn> failed: <text>"
+// (InvalidArgument, NotFound or Internal by the error kind).
+inline absl::Status ErrorStatus(const std::string& op, const char* function, int kind, const std::string& text) {
+  std::string message = (op.empty() ? std::string() : op + ": ") + "Julia function " + function + " failed: " + text;
+  switch (kind) {
+    case kInvalidArgument: return absl::InvalidArgumentError(message);
+    case kNotFound: return absl::NotFoundError(message);
+    default: return absl::InternalError(message);
+  }
+}
+
+// Calls the Julia function; the error status names the kernel's op type.
+inline absl::Status CallJulia(tensorflow::OpKernelContext* ctx, const char* function, std::vector<Arg>& args) {
+  int kind = kOk;
+  std::string err = call_julia(function, args, &kind);
+  if (err.empty() && kind == kOk) return absl::OkStatus();
+  return ErrorStatus(ctx != nullptr ? ctx->op_kernel().type_string() : std::string(), function, kind, err);
+}
+
+// The same without a context: the message starts with the function name.
+inline absl::Status CallJulia(const char* function, std::vector<Arg>& args) {
+  return CallJulia(nullptr, function, args);
+}
+
+// Copies the strings the runtime collected for a String Output into its tensor.
+inline absl::Status FinishStringOutput(tensorflow::Tensor* t, const Arg& a) {
+  auto flat = t->flat<tensorflow::tstring>();
+  if (static_cast<size_t>(flat.size()) != a.strings.size()) {
+    return absl::InternalError("string output: " + std::to_string(a.strings.size()) + " strings for " +
+                               std::to_string(flat.size()) + " elements");
+  }
+  for (int64_t i = 0; i < flat.size(); ++i) {
+    const std::string& src = a.strings[static_cast<size_t>(i)];
+    flat(i).assign(src.data(), src.size());
+  }
+  return absl::OkStatus();
+}
+
+// Allocates output `index` with the shape the Julia function produced and
+// copies its data (numeric bytes or strings).
+inline absl::Status FinishDynamicOutput(tensorflow::OpKernelContext* ctx, int index, const Arg& a) {
+  tensorflow::TensorShape shape;
+  for (int64_t d : a.result_dims) {
+    absl::Status s = shape.AddDimWithStatus(d);
+    if (!s.ok()) return s;
+  }
+  tensorflow::Tensor* out = nullptr;
+  absl::Status s = ctx->allocate_output(index, shape, &out);
+  if (!s.ok()) return s;
+  if (a.dtype == DType::String) return FinishStringOutput(out, a);
+  const size_t want = static_cast<size_t>(shape.num_elements()) * DTypeSize(a.dtype);
+  if (a.result_bytes.size() != want) {
+    return absl::InternalError("dynamic output " + std::to_string(index) + ": " +
+                               std::to_string(a.result_bytes.size()) + " bytes for " + std::to_string(want));
+  }
+  if (want > 0) std::memcpy(const_cast<char*>(out->tensor_data().data()), a.result_bytes.data(), want);
+  return absl::OkStatus();
+}
+
+// After CallJulia: a DynamicOutput is allocated and filled; a String Output
+// (allocated before the call) receives its strings; anything else is done.
+inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, const Arg& a) {
+  if (a.kind == Arg::DynamicOutput) return FinishDynamicOutput(ctx, index, a);
+  if (a.kind == Arg::Output && a.dtype == DType::String) {
+    tensorflow::Tensor* t = ctx->mutable_output(index);
+    if (t == nullptr) return absl::InternalError("string output " + std::to_string(index) + " was not allocated");
+    return FinishStringOutput(t, a);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tfjl
+
+#endif  // TFJL_KERNEL_H_

@@ -1,0 +1,69 @@
+// C++ API of libtfjl_runtime.so: what generated TensorFlow kernels call.
+//
+// No TensorFlow and no Julia header is needed to use it: kernels include this
+// file (usually through tfjl/kernel.h) and link the runtime library, which
+// owns Julia.  See CONTRACT.md for the calling convention and README.md for
+// the thread design.
+#ifndef TFJL_RUNTIME_H_
+#define TFJL_RUNTIME_H_
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tfjl/capi.h"
+
+#pragma GCC visibility push(default)
+
+namespace tfjl {
+
+enum class DType : int { Float64 = 0, Float32 = 1, Int32 = 2, Int64 = 3, Bool = 4, String = 5 };
+
+struct Arg {
+  enum Kind { Input, Output, DynamicOutput, AttrValue } kind;
+  DType dtype;
+  void* data = nullptr;             // numeric Input/Output: the TF buffer (zero-copy)
+  std::vector<int64_t> dims;        // TF (row-major) shape of Input/Output; DynamicOutput:
+                                    //   optional expected shape (-1 = any size), checked after the call
+  std::vector<std::string> strings; // String Input (filled by glue) / String Output (filled by runtime)
+  std::vector<int64_t> result_dims; // DynamicOutput: filled by runtime after the call
+  std::vector<char> result_bytes;   //   row-major bytes (numeric), or result strings in `strings`
+  double f = 0; int64_t i = 0; bool b = false; std::string s;  // AttrValue (by dtype)
+};
+
+// Error kinds returned through call_julia's kind_out.
+enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3 };
+
+// Calls Main.<function>(args...) on Julia's thread; returns an empty string on
+// success, else "<ExceptionType>: <message>\n<backtrace>". kind_out (optional)
+// receives an ErrorKind: 1 invalid argument (ArgumentError, DimensionMismatch,
+// DomainError, BoundsError, MethodError on the named function, or arguments
+// the runtime cannot pass), 2 not found (function undefined), 3 internal
+// (anything else, or Julia could not be initialised).  Initialises Julia on
+// first use if nobody called tfjl_init (see README.md, "Lazy start").
+std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out);
+
+// True on the thread that owns Julia.
+bool on_julia_thread();
+
+// Runs fn(ctx) on Julia's thread: directly when already there, otherwise
+// handed over while the caller blocks.  A C++ exception thrown by fn is
+// rethrown in the caller.  Returns an empty string, or why Julia could not be
+// started (fn did not run).
+std::string run_on_julia_thread_raw(void (*fn)(void*), void* ctx);
+
+// The same for any callable, without allocating.
+template <class F>
+std::string run_on_julia_thread(F&& f) {
+  using Fn = std::remove_reference_t<F>;
+  return run_on_julia_thread_raw([](void* p) { (*static_cast<Fn*>(p))(); },
+                                 const_cast<void*>(static_cast<const void*>(&f)));
+}
+
+}  // namespace tfjl
+
+#pragma GCC visibility pop
+
+#endif  // TFJL_RUNTIME_H_

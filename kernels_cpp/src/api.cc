@@ -1,0 +1,48 @@
+// The C++ API of runtime.h.
+#include <exception>
+
+#include "julia_thread.h"
+#include "python_gil.h"
+#include "tfjl/runtime.h"
+
+namespace tfjl {
+
+using detail::JuliaThread;
+using detail::Outcome;
+
+bool on_julia_thread() { return JuliaThread::on_julia_thread(); }
+
+std::string run_on_julia_thread_raw(void (*fn)(void*), void* ctx) {
+  JuliaThread& julia = JuliaThread::instance();
+  if (!julia.ready()) {
+    if (std::string err = julia.ensure_started(nullptr); !err.empty()) return err;
+  }
+  julia.run(fn, ctx);
+  return "";
+}
+
+std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out) {
+  struct Call {
+    const char* function;
+    std::vector<Arg>* args;
+    Outcome out;
+  } call{function, &args, {}};
+  try {
+    std::string start_error = run_on_julia_thread_raw(
+        [](void* p) {
+          auto* c = static_cast<Call*>(p);
+          detail::GilAcquire gil;
+          c->out = JuliaThread::instance().side().call(c->function, *c->args);
+        },
+        &call);
+    if (!start_error.empty()) call.out = {"Julia is not available: " + start_error, kInternal};
+  } catch (const std::exception& e) {
+    call.out = {std::string("tf-julia-bridge runtime: ") + e.what(), kInternal};
+  } catch (...) {
+    call.out = {"tf-julia-bridge runtime: unknown C++ exception", kInternal};
+  }
+  if (kind_out != nullptr) *kind_out = call.out.kind;
+  return std::move(call.out.error);
+}
+
+}  // namespace tfjl

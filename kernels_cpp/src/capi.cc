@@ -1,0 +1,202 @@
+// The extern "C" API of capi.h (Python's entry points, through cffi).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include "julia_thread.h"
+#include "python_gil.h"
+#include "tfjl/capi.h"
+#include "tfjl/runtime.h"
+
+using tfjl::Arg;
+using tfjl::DType;
+using tfjl::detail::JuliaThread;
+using tfjl::detail::Outcome;
+
+namespace {
+
+char* dup_string(const std::string& s) noexcept {
+  auto* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p != nullptr) std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}
+
+// Runs body(side) -> Outcome on Julia's thread (starting Julia if needed)
+// and maps the outcome to the C convention: 0, or the error kind with *err set.
+template <class Body>
+int run_capi(char** err, Body&& body) {
+  if (err != nullptr) *err = nullptr;
+  Outcome out;
+  try {
+    std::string start_error =
+        tfjl::run_on_julia_thread([&] {
+          tfjl::detail::GilAcquire gil;
+          out = body(JuliaThread::instance().side());
+        });
+    if (!start_error.empty()) out = {"Julia is not available: " + start_error, tfjl::kInternal};
+  } catch (const std::exception& e) {
+    out = {std::string("tf-julia-bridge runtime: ") + e.what(), tfjl::kInternal};
+  } catch (...) {
+    out = {"tf-julia-bridge runtime: unknown C++ exception", tfjl::kInternal};
+  }
+  if (out.error.empty()) return 0;
+  if (err != nullptr) *err = dup_string(out.error);
+  return out.kind != tfjl::kOk ? out.kind : tfjl::kInternal;
+}
+
+bool to_arg(const tfjl_arg& in, Arg* out, std::string* err) {
+  if (in.dtype < 0 || in.dtype > static_cast<int>(DType::String)) {
+    *err = "unknown dtype code " + std::to_string(in.dtype);
+    return false;
+  }
+  out->dtype = static_cast<DType>(in.dtype);
+  if (in.kind == TFJL_ARG_ARRAY) {
+    if (out->dtype == DType::String || in.ndims < 0 || (in.ndims > 0 && in.dims == nullptr)) {
+      *err = "arrays must be numeric with ndims >= 0 and dims";
+      return false;
+    }
+    out->kind = Arg::Input;
+    out->data = in.data;
+    out->dims.assign(in.dims, in.dims + in.ndims);
+    return true;
+  }
+  if (in.kind == TFJL_ARG_SCALAR) {
+    out->kind = Arg::AttrValue;
+    out->f = in.f;
+    out->i = in.i;
+    out->b = in.i != 0;
+    if (out->dtype == DType::String) {
+      if (in.s == nullptr) {
+        *err = "string scalar without data";
+        return false;
+      }
+      out->s.assign(in.s, in.len);
+    }
+    return true;
+  }
+  *err = "unknown argument kind " + std::to_string(in.kind);
+  return false;
+}
+
+}  // namespace
+
+extern "C" {
+
+int tfjl_init(const char* bindir, const char* image, const char* bridge_jl, char* err, size_t errlen) {
+  std::string message;
+  if (bindir == nullptr || image == nullptr) {
+    message = "tfjl_init: bindir and image are required";
+  } else {
+    try {
+      tfjl::detail::InitParams params{bindir, image, bridge_jl != nullptr ? bridge_jl : ""};
+      message = JuliaThread::instance().ensure_started(&params);
+    } catch (const std::exception& e) {
+      message = std::string("tfjl_init: ") + e.what();
+    } catch (...) {
+      message = "tfjl_init: unknown C++ exception";
+    }
+  }
+  if (message.empty()) return 0;
+  if (err != nullptr && errlen > 0) {
+    const size_t n = std::min(message.size(), errlen - 1);
+    std::memcpy(err, message.data(), n);
+    err[n] = '\0';
+  }
+  return tfjl::kInternal;
+}
+
+int tfjl_is_initialized(void) { return JuliaThread::instance().ready() ? 1 : 0; }
+
+int tfjl_on_julia_thread(void) { return JuliaThread::on_julia_thread() ? 1 : 0; }
+
+int tfjl_eval(const char* code, char** result_repr, char** err) {
+  if (result_repr != nullptr) *result_repr = nullptr;
+  char* repr = nullptr;
+  const int status = run_capi(err, [&](const tfjl::detail::JuliaSide& side) {
+    return side.eval_repr(code != nullptr ? code : "", &repr);
+  });
+  if (result_repr != nullptr) {
+    *result_repr = repr;
+  } else {
+    std::free(repr);
+  }
+  return status;
+}
+
+int tfjl_eval_value(const char* code, tfjl_value* out, char** err) {
+  *out = tfjl_value{};
+  return run_capi(err, [&](const tfjl::detail::JuliaSide& side) {
+    return side.eval_value(code != nullptr ? code : "", out);
+  });
+}
+
+int tfjl_include(const char* path, char** err) {
+  return run_capi(err, [&](const tfjl::detail::JuliaSide& side) { return side.include(path != nullptr ? path : ""); });
+}
+
+int tfjl_call_value(const char* function, const tfjl_arg* args, int nargs, tfjl_value* out, char** err) {
+  *out = tfjl_value{};
+  return run_capi(err, [&](const tfjl::detail::JuliaSide& side) {
+    std::vector<Arg> converted(static_cast<size_t>(nargs > 0 ? nargs : 0));
+    for (size_t i = 0; i < converted.size(); ++i) {
+      std::string why;
+      if (!to_arg(args[i], &converted[i], &why)) {
+        return Outcome{"argument " + std::to_string(i + 1) + ": " + why, tfjl::kInvalidArgument};
+      }
+    }
+    return side.call_value(function != nullptr ? function : "", converted, out);
+  });
+}
+
+void tfjl_value_free(tfjl_value* v) {
+  if (v == nullptr) return;
+  std::free(v->text);
+  std::free(v->data);
+  std::free(v->dims);
+  *v = tfjl_value{};
+}
+
+void tfjl_free(void* p) { std::free(p); }
+
+void tfjl_call_counts(uint64_t* direct, uint64_t* handed_over) {
+  const JuliaThread& julia = JuliaThread::instance();
+  if (direct != nullptr) *direct = julia.direct_calls();
+  if (handed_over != nullptr) *handed_over = julia.handed_over_calls();
+}
+
+void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const void* run_options,
+                                      const void* inputs, void* const* input_values, int ninputs,
+                                      const void* outputs, void** output_values, int noutputs,
+                                      const void* const* targets, int ntargets, void* run_metadata,
+                                      void* status) {
+  // TF_SessionRun's signature with the TF types erased (all pointers and ints).
+  using SessionRun = void (*)(void*, const void*, const void*, void* const*, int, const void*, void**, int,
+                              const void* const*, int, void*, void*);
+  auto session_run = reinterpret_cast<SessionRun>(tf_session_run);
+  auto run = [&] {
+    session_run(session, run_options, inputs, input_values, ninputs, outputs, output_values, noutputs, targets,
+                ntargets, run_metadata, status);
+  };
+  JuliaThread& julia = JuliaThread::instance();
+  bool ran = false;
+  try {
+    // Returns why Julia is unavailable, if it is; `ran` then stays false.
+    tfjl::run_on_julia_thread([&] {
+      struct InSessionRun {  // scoped, so the count stays right on every exit
+        JuliaThread& j;
+        explicit InSessionRun(JuliaThread& jt) : j(jt) { j.enter_session_run(); }
+        ~InSessionRun() { j.leave_session_run(); }
+      } in_run(julia);
+      ran = true;
+      run();
+    });
+  } catch (...) {
+    // Only the runtime's own bookkeeping can throw (TF's C API does not).
+  }
+  // Without Julia the run still happens, on this thread: its Julia ops then
+  // fail with the start error in `status`, which this function cannot set.
+  if (!ran) run();
+}
+
+}  // extern "C"

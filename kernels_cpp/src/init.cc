@@ -1,0 +1,197 @@
+// Initialising Julia on Julia's thread, loading TFBridge.jl and the cached
+// handles (part of libtfjl_julia.so).
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <string>
+
+#include "julia_handles.h"
+#include "julia_side.h"
+
+extern "C" const char tfjl_embedded_bridge_source[];  // generated from julia/TFBridge.jl
+
+namespace tfjl {
+namespace detail {
+namespace {
+
+Handles g_handles;
+
+// The sysimage resolves jl_* through the global namespace, so libjulia must
+// be RTLD_GLOBAL.  Unless Python loaded it so first, libjulia arrived as a
+// dependency of this library, which the runtime opens RTLD_LOCAL: promote it
+// (RTLD_NOLOAD only changes the flags of the copy already loaded).
+std::string promote_libjulia() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&jl_is_initialized), &info) == 0 || info.dli_fname == nullptr) {
+    return "could not locate the loaded libjulia (dladdr failed)";
+  }
+  // The handle is kept on purpose: libjulia must never be unloaded.
+  if (dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD) == nullptr) {
+    const char* why = dlerror();
+    return std::string("could not make ") + info.dli_fname + " global: " + (why ? why : "unknown error");
+  }
+  return "";
+}
+
+jl_value_t* lookup(jl_module_t* m, const char* name, std::string* missing) {
+  jl_value_t* v = jl_get_global(m, jl_symbol(name));
+  if (v == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
+  return v;
+}
+
+std::string load_bridge_module(const InitParams& params) {
+  jl_value_t* result = nullptr;
+  if (!params.bridge_jl.empty()) {
+    jl_function_t* include = jl_get_function(jl_base_module, "include");
+    jl_value_t* path = jl_cstr_to_string(params.bridge_jl.c_str());
+    JL_GC_PUSH1(&path);
+    result = jl_call2(include, reinterpret_cast<jl_value_t*>(jl_main_module), path);
+    JL_GC_POP();
+  } else {
+    jl_function_t* include_string = jl_get_function(jl_base_module, "include_string");
+    jl_value_t* source = nullptr;
+    jl_value_t* name = nullptr;
+    JL_GC_PUSH2(&source, &name);
+    source = jl_cstr_to_string(tfjl_embedded_bridge_source);
+    name = jl_cstr_to_string("TFBridge.jl (built into libtfjl_julia.so)");
+    result = jl_call3(include_string, reinterpret_cast<jl_value_t*>(jl_main_module), source, name);
+    JL_GC_POP();
+  }
+  if (result == nullptr) {
+    std::string what = describe_exception(jl_exception_occurred());
+    jl_exception_clear();
+    return "loading TFBridge.jl" + (params.bridge_jl.empty() ? std::string() : " (" + params.bridge_jl + ")") +
+           " failed: " + what;
+  }
+  return load_handles();
+}
+
+}  // namespace
+
+Handles& handles() { return g_handles; }
+
+void keep_forever(jl_value_t* v) {
+  if (v != nullptr) jl_array_ptr_1d_push(g_handles.roots, v);
+}
+
+std::string initialise_julia(const InitParams& params) {
+  if (std::string err = promote_libjulia(); !err.empty()) return err;
+  // Julia installs a SIGINT handler of its own; in an embedding process the
+  // host (Python's KeyboardInterrupt) keeps Ctrl-C.  Julia's other handlers
+  // (SIGSEGV for stack overflow and GC safepoints, ...) stay.
+  struct sigaction host_sigint;
+  sigaction(SIGINT, nullptr, &host_sigint);
+  jl_init_with_image(params.bindir.c_str(), params.image.c_str());
+  sigaction(SIGINT, &host_sigint, nullptr);
+  if (!jl_is_initialized()) return "jl_init_with_image(" + params.bindir + ", " + params.image + ") failed";
+  return load_bridge_module(params);
+}
+
+std::string load_handles() {
+  Handles& h = g_handles;
+  std::string missing;
+  jl_value_t* module = lookup(jl_main_module, "TFBridge", &missing);
+  if (module == nullptr || !jl_is_module(module)) return "TFBridge.jl did not define module Main.TFBridge";
+  h.tfbridge = reinterpret_cast<jl_module_t*>(module);
+  jl_module_t* m = h.tfbridge;
+  jl_value_t* roots = lookup(m, "ROOTS", &missing);
+  h.protect = lookup(m, "protect", &missing);
+  h.protect_value = lookup(m, "protect_value", &missing);
+  h.eval_code = lookup(m, "eval_code", &missing);
+  h.eval_repr = lookup(m, "eval_repr", &missing);
+  h.include_file = lookup(m, "include_file", &missing);
+  h.dynamic_result = lookup(m, "dynamic_result", &missing);
+  h.view_type = lookup(m, "view_type", &missing);
+  h.dims_tuple_type = lookup(m, "dims_tuple_type", &missing);
+  h.failure = reinterpret_cast<jl_datatype_t*>(lookup(m, "Failure", &missing));
+  h.py_repr = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyRepr", &missing));
+  h.py_bigint = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyBigInt", &missing));
+  h.py_array = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyArray", &missing));
+  if (!missing.empty()) return "TFBridge.jl lacks: " + missing;
+  if (!jl_is_array(roots)) return "TFBridge.ROOTS is not a Vector{Any}";
+  h.roots = reinterpret_cast<jl_array_t*>(roots);
+
+  // Constant bindings of the module keep the functions and types alive; the
+  // ones built here are rooted explicitly.
+  h.ref_any = reinterpret_cast<jl_datatype_t*>(
+      jl_apply_type1(jl_get_global(jl_base_module, jl_symbol("RefValue")), reinterpret_cast<jl_value_t*>(jl_any_type)));
+  keep_forever(reinterpret_cast<jl_value_t*>(h.ref_any));
+  h.empty_string = jl_pchar_to_string("", 0);
+  keep_forever(h.empty_string);
+  return "";
+}
+
+jl_value_t* element_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float64: return reinterpret_cast<jl_value_t*>(jl_float64_type);
+    case DType::Float32: return reinterpret_cast<jl_value_t*>(jl_float32_type);
+    case DType::Int32: return reinterpret_cast<jl_value_t*>(jl_int32_type);
+    case DType::Int64: return reinterpret_cast<jl_value_t*>(jl_int64_type);
+    case DType::Bool: return reinterpret_cast<jl_value_t*>(jl_bool_type);
+    case DType::String: return reinterpret_cast<jl_value_t*>(jl_string_type);
+  }
+  return nullptr;
+}
+
+jl_value_t* array_type(DType dtype, int rank) {
+  jl_value_t*& slot = g_handles.array_types[static_cast<int>(dtype)][rank];
+  if (slot == nullptr) {
+    slot = jl_apply_array_type(element_type(dtype), static_cast<size_t>(rank));
+    keep_forever(slot);
+  }
+  return slot;
+}
+
+jl_value_t* view_type(DType dtype, int rank) {
+  jl_value_t*& slot = g_handles.view_types[static_cast<int>(dtype)][rank];
+  if (slot == nullptr) {
+    jl_value_t* n = jl_box_int64(rank);
+    JL_GC_PUSH1(&n);
+    jl_value_t* t = jl_call2(g_handles.view_type, element_type(dtype), n);
+    JL_GC_POP();
+    if (t == nullptr) {
+      jl_exception_clear();
+      return nullptr;
+    }
+    keep_forever(t);
+    slot = t;
+  }
+  return slot;
+}
+
+jl_datatype_t* dims_tuple_type(int rank) {
+  jl_datatype_t*& slot = g_handles.dims_tuples[rank];
+  if (slot == nullptr) {
+    jl_value_t* n = jl_box_int64(rank);
+    JL_GC_PUSH1(&n);
+    jl_value_t* t = jl_call1(g_handles.dims_tuple_type, n);
+    JL_GC_POP();
+    if (t == nullptr) {
+      jl_exception_clear();
+      return nullptr;
+    }
+    keep_forever(t);
+    slot = reinterpret_cast<jl_datatype_t*>(t);
+  }
+  return slot;
+}
+
+std::string describe_exception(jl_value_t* exception) {
+  if (exception == nullptr) return "unknown Julia error";
+  std::string text = jl_typeof_str(exception);
+  jl_function_t* sprint = jl_get_function(jl_base_module, "sprint");
+  jl_function_t* showerror = jl_get_function(jl_base_module, "showerror");
+  JL_GC_PUSH1(&exception);
+  jl_value_t* shown = jl_call2(sprint, showerror, exception);
+  JL_GC_POP();
+  if (shown != nullptr && jl_is_string(shown)) {
+    text += ": ";
+    text.append(jl_string_data(shown), jl_string_len(shown));
+  } else {
+    jl_exception_clear();
+  }
+  return text;
+}
+
+}  // namespace detail
+}  // namespace tfjl

@@ -1,0 +1,290 @@
+#include "invoke.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace tfjl {
+namespace detail {
+namespace {
+
+// A valid, aligned address for empty tensors whose buffer pointer is null.
+alignas(64) char g_empty_buffer[64];
+
+size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::Float64: return 8;
+    case DType::Float32: return 4;
+    case DType::Int32: return 4;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+    case DType::String: return 0;
+  }
+  return 0;
+}
+
+bool valid_dtype(DType d) {
+  const int v = static_cast<int>(d);
+  return v >= 0 && v < kNumDTypes;
+}
+
+std::string check_shape(const std::vector<int64_t>& dims, size_t* count) {
+  if (dims.size() > static_cast<size_t>(kMaxRank)) {
+    return "rank " + std::to_string(dims.size()) + " exceeds the runtime's limit of " + std::to_string(kMaxRank);
+  }
+  size_t c = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return "negative dimension " + std::to_string(d);
+    if (__builtin_mul_overflow(c, static_cast<size_t>(d), &c)) return "element count overflows";
+  }
+  *count = c;
+  return "";
+}
+
+// Calls f(row_major_index, column_major_index) for every element of an array
+// of TF shape `dims`, in row-major order.  String arrays are built in TF
+// index order, so this maps TF's element order onto Julia's.
+template <class F>
+void for_each_element(const std::vector<int64_t>& dims, size_t count, F&& f) {
+  const size_t rank = dims.size();
+  if (rank <= 1) {
+    for (size_t r = 0; r < count; ++r) f(r, r);
+    return;
+  }
+  std::vector<size_t> stride(rank), index(rank, 0);
+  stride[0] = 1;
+  for (size_t k = 1; k < rank; ++k) stride[k] = stride[k - 1] * static_cast<size_t>(dims[k - 1]);
+  size_t col = 0;
+  for (size_t r = 0; r < count; ++r) {
+    f(r, col);
+    for (size_t k = rank; k-- > 0;) {  // odometer over the last (fastest in TF) dimension first
+      col += stride[k];
+      if (++index[k] < static_cast<size_t>(dims[k])) break;
+      col -= stride[k] * static_cast<size_t>(dims[k]);
+      index[k] = 0;
+    }
+  }
+}
+
+// An NTuple{rank,Int} of dims (reversed: the column-major buffer's size).
+jl_value_t* new_dims_tuple(const std::vector<int64_t>& dims, bool reversed) {
+  const size_t rank = dims.size();
+  jl_value_t* t = jl_new_struct_uninit(dims_tuple_type(static_cast<int>(rank)));
+  auto* out = reinterpret_cast<int64_t*>(jl_data_ptr(t));
+  for (size_t k = 0; k < rank; ++k) out[k] = reversed ? dims[rank - 1 - k] : dims[k];
+  return t;
+}
+
+void assign(std::string* out, jl_value_t* s) { out->assign(jl_string_data(s), jl_string_len(s)); }
+
+}  // namespace
+
+jl_value_t* resolve_function(const char* name) {
+  if (name == nullptr || *name == '\0') return nullptr;
+  jl_module_t* module = jl_main_module;
+  const char* p = name;
+  // A leading '.' belongs to the name (broadcast operators such as .+).
+  for (const char* dot = std::strchr(p + 1, '.'); dot != nullptr; dot = std::strchr(p + 1, '.')) {
+    jl_value_t* m = jl_get_global(module, jl_symbol_n(p, static_cast<size_t>(dot - p)));
+    if (m == nullptr || !jl_is_module(m)) return nullptr;
+    module = reinterpret_cast<jl_module_t*>(m);
+    p = dot + 1;
+    if (*p == '\0') return nullptr;
+  }
+  return jl_get_global(module, jl_symbol(p));
+}
+
+Outcome not_found(const char* name) {
+  return {std::string("UndefVarError: ") + (name ? name : "(null)") +
+              " not defined: no such Julia function in Main (define it, e.g. with bridge.julia.include, "
+              "before the call)",
+          kNotFound};
+}
+
+Outcome outcome_of(jl_value_t* result) {
+  if (result == nullptr) {
+    std::string text = describe_exception(jl_exception_occurred());
+    jl_exception_clear();
+    return {"Julia error outside the bridge's handler: " + text, kInternal};
+  }
+  const Handles& h = handles();
+  if (jl_typeis(result, h.failure)) {
+    jl_value_t* text = jl_get_nth_field_noalloc(result, 0);
+    const int64_t kind = *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(result) +
+                                                           jl_field_offset(h.failure, 1));
+    Outcome out;
+    assign(&out.error, text);
+    out.kind = (kind >= kInvalidArgument && kind <= kInternal) ? static_cast<int>(kind) : kInternal;
+    return out;
+  }
+  return {};
+}
+
+std::string Invocation::wrap(size_t i, jl_value_t** value, jl_value_t** keep) {
+  const Arg& a = args_[i];
+  if (!valid_dtype(a.dtype)) return "unknown dtype code " + std::to_string(static_cast<int>(a.dtype));
+  switch (a.kind) {
+    case Arg::Input:
+    case Arg::Output:
+      if (a.dtype == DType::String) return wrap_strings(a, a.kind == Arg::Output, value, keep);
+      return wrap_numeric(a, value, keep);
+    case Arg::DynamicOutput:
+      *value = jl_new_struct_uninit(handles().ref_any);  // a Ref{Any} with its field unassigned
+      return "";
+    case Arg::AttrValue:
+      switch (a.dtype) {
+        case DType::Float64: *value = jl_box_float64(a.f); break;
+        case DType::Float32: *value = jl_box_float32(static_cast<float>(a.f)); break;
+        case DType::Int32: *value = jl_box_int32(static_cast<int32_t>(a.i)); break;
+        case DType::Int64: *value = jl_box_int64(a.i); break;
+        case DType::Bool: *value = jl_box_bool(a.b ? 1 : 0); break;
+        case DType::String: *value = jl_pchar_to_string(a.s.data(), a.s.size()); break;
+      }
+      return "";
+  }
+  return "unknown argument kind " + std::to_string(static_cast<int>(a.kind));
+}
+
+std::string Invocation::wrap_numeric(const Arg& a, jl_value_t** value, jl_value_t** keep) {
+  size_t count = 0;
+  if (std::string err = check_shape(a.dims, &count); !err.empty()) return err;
+  void* data = a.data;
+  if (data == nullptr) {
+    if (count != 0) return "null buffer for " + std::to_string(count) + " elements";
+    data = g_empty_buffer;
+  }
+  const size_t esize = dtype_size(a.dtype);
+  if (reinterpret_cast<uintptr_t>(data) % esize != 0) {
+    return "buffer is not aligned to its " + std::to_string(esize) + "-byte elements";
+  }
+  const int rank = static_cast<int>(a.dims.size());
+  jl_value_t* atype = array_type(a.dtype, rank);
+  // own_buffer = 0: Julia never frees TF's (or numpy's) memory.
+  if (rank == 0) {
+    *value = reinterpret_cast<jl_value_t*>(jl_ptr_to_array(atype, data, jl_emptytuple, 0));
+    return "";
+  }
+  if (rank == 1) {
+    *value = reinterpret_cast<jl_value_t*>(jl_ptr_to_array_1d(atype, data, count, 0));
+    return "";
+  }
+  // The row-major buffer is a column-major array of the reversed shape; the
+  // view (transpose / reversed PermutedDimsArray) restores TF's index order.
+  jl_value_t* vtype = view_type(a.dtype, rank);
+  if (vtype == nullptr || dims_tuple_type(rank) == nullptr) return "Julia could not build the view type";
+  *keep = new_dims_tuple(a.dims, /*reversed=*/true);
+  *keep = reinterpret_cast<jl_value_t*>(jl_ptr_to_array(atype, data, *keep, 0));
+  *value = jl_new_structv(reinterpret_cast<jl_datatype_t*>(vtype), keep, 1);
+  return "";
+}
+
+std::string Invocation::wrap_strings(const Arg& a, bool fill_empty, jl_value_t** value, jl_value_t** keep) {
+  size_t count = 0;
+  if (std::string err = check_shape(a.dims, &count); !err.empty()) return err;
+  if (!fill_empty && a.strings.size() != count) {
+    return "string input has " + std::to_string(a.strings.size()) + " strings for " + std::to_string(count) +
+           " elements";
+  }
+  const int rank = static_cast<int>(a.dims.size());
+  if (rank == 0 && !fill_empty) {
+    *value = jl_pchar_to_string(a.strings[0].data(), a.strings[0].size());
+    return "";
+  }
+  if (rank >= 2 && dims_tuple_type(rank) == nullptr) return "Julia could not build the dims type";
+  jl_value_t* atype = array_type(DType::String, rank);
+  jl_array_t* array = nullptr;
+  if (rank == 1) {
+    array = jl_alloc_array_1d(atype, count);
+  } else {
+    *keep = rank == 0 ? jl_emptytuple : new_dims_tuple(a.dims, /*reversed=*/false);
+    array = jl_new_array(atype, *keep);
+  }
+  *value = reinterpret_cast<jl_value_t*>(array);
+  *keep = nullptr;
+  if (fill_empty) {
+    for (size_t j = 0; j < count; ++j) jl_array_ptr_set(array, j, handles().empty_string);
+  } else {
+    for_each_element(a.dims, count, [&](size_t r, size_t c) {
+      // Stored at once: nothing allocates between creating s and rooting it in the array.
+      jl_value_t* s = jl_pchar_to_string(a.strings[r].data(), a.strings[r].size());
+      jl_array_ptr_set(array, c, s);
+    });
+  }
+  return "";
+}
+
+Outcome Invocation::collect_outputs(jl_value_t* const* values) {
+  for (size_t i = 0; i < args_.size(); ++i) {
+    Arg& a = args_[i];
+    if (a.kind == Arg::DynamicOutput) {
+      if (Outcome out = collect_dynamic(i, values[i]); !out.error.empty()) return out;
+    } else if (a.kind == Arg::Output && a.dtype == DType::String) {
+      auto* array = reinterpret_cast<jl_array_t*>(values[i]);
+      size_t count = 0;
+      check_shape(a.dims, &count);  // validated when wrapping
+      if (jl_array_len(array) != count) {
+        return {"string output (argument " + std::to_string(i + 1) + ") now has " +
+                    std::to_string(jl_array_len(array)) + " elements, expected " + std::to_string(count) +
+                    ": fill it in place",
+                kInvalidArgument};
+      }
+      a.strings.resize(count);
+      for_each_element(a.dims, count, [&](size_t r, size_t c) {
+        // Array{String} elements are Strings; the array was pre-filled, so none is #undef.
+        assign(&a.strings[r], jl_array_ptr_ref(array, c));
+      });
+    }
+  }
+  return {};
+}
+
+Outcome Invocation::collect_dynamic(size_t i, jl_value_t* ref) {
+  Arg& a = args_[i];
+  const Handles& h = handles();
+  jl_value_t* assigned = jl_get_nth_field_noalloc(ref, 0);
+  TFJL_GC_ROOTS(r, 5);
+  r[0] = h.dynamic_result;
+  r[1] = assigned != nullptr ? assigned : jl_nothing;
+  r[2] = element_type(a.dtype);
+  r[3] = jl_box_int64(static_cast<int64_t>(i + 1));
+  r[4] = jl_call(h.protect, r, 4);
+  if (Outcome out = outcome_of(r[4]); !out.error.empty()) return out;
+  // (row-major data::Array{T,N}, dims::Vector{Int64})
+  auto* data = reinterpret_cast<jl_array_t*>(jl_get_nth_field_noalloc(r[4], 0));
+  auto* dims = reinterpret_cast<jl_array_t*>(jl_get_nth_field_noalloc(r[4], 1));
+  const auto* d = static_cast<const int64_t*>(jl_array_data(dims));
+  a.result_dims.assign(d, d + jl_array_len(dims));
+  if (!a.dims.empty()) {
+    bool matches = a.dims.size() == a.result_dims.size();
+    for (size_t k = 0; matches && k < a.dims.size(); ++k) {
+      matches = a.dims[k] < 0 || a.dims[k] == a.result_dims[k];
+    }
+    if (!matches) {
+      auto shape = [](const std::vector<int64_t>& v) {
+        std::string s = "(";
+        for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + (v[k] < 0 ? std::string("?") : std::to_string(v[k]));
+        return s + (v.size() == 1 ? ",)" : ")");
+      };
+      return {"dynamic output (argument " + std::to_string(i + 1) + ") has shape " + shape(a.result_dims) +
+                  ", expected " + shape(a.dims),
+              kInvalidArgument};
+    }
+  }
+  const size_t count = jl_array_len(data);
+  if (a.dtype == DType::String) {
+    a.strings.resize(count);
+    for (size_t j = 0; j < count; ++j) {
+      jl_value_t* s = jl_array_ptr_ref(data, j);
+      if (s == nullptr) {
+        return {"dynamic output (argument " + std::to_string(i + 1) + ") has an unassigned element", kInvalidArgument};
+      }
+      assign(&a.strings[j], s);
+    }
+  } else {
+    const auto* bytes = static_cast<const char*>(jl_array_data(data));
+    a.result_bytes.assign(bytes, bytes + count * dtype_size(a.dtype));
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace tfjl

@@ -1,0 +1,69 @@
+// The boundary between the two libraries of the runtime.
+//
+// libtfjl_runtime.so (what kernels and Python link) owns Julia's thread and
+// the hand-over, and never touches Julia.  libtfjl_julia.so holds everything
+// that calls jl_*; it links libjulia and the runtime dlopens it, on its own,
+// when Julia starts.  The split is about symbol scopes, not tidiness: a
+// kernel library that TF_LoadLibrary loads has libtensorflow_framework in
+// its dependency scope, and if libjulia (and its libLLVM) arrived in that
+// same scope, LLVM's static initialisers would bind to the LLVM inside TF
+// and crash.  Opened by itself, libtfjl_julia.so's scope holds only Julia's
+// libraries (see README.md, "Two libraries").
+//
+// Every function of the table runs on Julia's thread.
+#ifndef TFJL_SRC_JULIA_SIDE_H_
+#define TFJL_SRC_JULIA_SIDE_H_
+
+#include <string>
+#include <vector>
+
+#include "tfjl/capi.h"
+#include "tfjl/runtime.h"
+
+namespace tfjl {
+namespace detail {
+
+// Where Julia lives; either given to tfjl_init or found at lazy start.
+struct InitParams {
+  std::string bindir;     // Sys.BINDIR of the Julia installation
+  std::string image;      // absolute path of the system image (sys.so)
+  std::string bridge_jl;  // TFBridge.jl to load, empty: the copy built into libtfjl_julia.so
+};
+
+// What a call into Julia came to.
+struct Outcome {
+  std::string error;  // empty on success
+  int kind = kOk;
+};
+
+// Bumped whenever the table changes: both libraries come from one build, so
+// a mismatch means a stale file next to the runtime.
+constexpr int kJuliaSideAbi = 2;
+
+struct JuliaSide {
+  int abi;
+  // jl_init_with_image + TFBridge.jl + cached handles; "" or why not.
+  std::string (*initialise)(const InitParams& params);
+  // call_julia's work: Main.<function>(args...) with outputs copied back.
+  Outcome (*call)(const char* function, std::vector<Arg>& args);
+  // Main.<function>(args...) with the value converted for Python.
+  Outcome (*call_value)(const char* function, std::vector<Arg>& args, tfjl_value* out);
+  Outcome (*eval_value)(const char* code, tfjl_value* out);
+  Outcome (*eval_repr)(const char* code, char** repr);
+  Outcome (*include)(const char* path);
+  // Brackets the time Julia's thread waits for work: a GC-safe region, so
+  // Julia's worker threads (JULIA_NUM_THREADS > 1) can collect meanwhile.
+  int (*idle_begin)();
+  void (*idle_end)(int state);
+};
+
+}  // namespace detail
+}  // namespace tfjl
+
+// Exported by libtfjl_julia.so; the runtime finds it with dlsym.
+extern "C" const tfjl::detail::JuliaSide* tfjl_julia_side();
+
+#define TFJL_JULIA_LIBRARY_NAME "libtfjl_julia.so"
+#define TFJL_JULIA_SIDE_SYMBOL "tfjl_julia_side"
+
+#endif  // TFJL_SRC_JULIA_SIDE_H_

@@ -1,0 +1,96 @@
+// Julia's thread: the one thread that initialises Julia and runs every jl_*
+// call of the process (Julia 1.5 cannot be entered from other threads).
+#ifndef TFJL_SRC_JULIA_THREAD_H_
+#define TFJL_SRC_JULIA_THREAD_H_
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "julia_side.h"
+
+namespace tfjl {
+namespace detail {
+
+// One unit of work handed to Julia's thread.  It lives on the caller's stack
+// for the duration of the call, so queueing allocates nothing.
+struct Task {
+  void (*fn)(void*) = nullptr;
+  void* ctx = nullptr;
+  Task* next = nullptr;
+  std::exception_ptr error;
+  std::mutex mutex;  // guards done
+  std::condition_variable cv;
+  bool done = false;
+};
+
+class JuliaThread {
+ public:
+  // The process-wide instance; never destroyed (Julia's thread outlives
+  // static destructors, which run at exit while it waits on these members).
+  static JuliaThread& instance();
+
+  // Starts Julia's thread if needed and waits until Julia is initialised.
+  // params == nullptr: take them from the environment or the `julia`
+  // executable.  Returns "" or the reason Julia is not available.
+  std::string ensure_started(const InitParams* params);
+
+  bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
+
+  // The Julia side's entry points (valid once ready()).
+  const JuliaSide& side() const { return *side_; }
+  static bool on_julia_thread();
+
+  // Runs fn(ctx) on Julia's thread (directly when already there).  Julia
+  // must be ready.  Rethrows a C++ exception thrown by fn.
+  void run(void (*fn)(void*), void* ctx);
+
+  uint64_t direct_calls() const { return direct_calls_.load(std::memory_order_relaxed); }
+  uint64_t handed_over_calls() const { return handed_over_calls_.load(std::memory_order_relaxed); }
+
+  // Julia's thread is inside a TF_SessionRun (tfjl_session_run_on_julia_thread);
+  // used only to explain a long wait.
+  void enter_session_run() { in_session_run_.fetch_add(1, std::memory_order_relaxed); }
+  void leave_session_run() { in_session_run_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  enum State : int { kNotStarted, kStarting, kReady, kFailed };
+
+  JuliaThread() = default;
+  static void* thread_main(void* self);
+  void serve();
+  void wait_for(Task& task);
+
+  std::atomic<int> state_{kNotStarted};
+  std::mutex init_mutex_;  // guards the start and init_error_
+  std::condition_variable init_cv_;
+  std::string init_error_;
+  InitParams params_;
+  const JuliaSide* side_ = nullptr;
+
+  std::mutex queue_mutex_;  // guards head_ and tail_
+  std::condition_variable queue_cv_;
+  Task* head_ = nullptr;
+  Task* tail_ = nullptr;
+
+  std::atomic<uint64_t> direct_calls_{0};
+  std::atomic<uint64_t> handed_over_calls_{0};
+  std::atomic<int> in_session_run_{0};
+};
+
+// Implemented in locate.cc.  Fills params from TFBRIDGE_JULIA_BINDIR /
+// TFBRIDGE_JULIA_IMAGE / TFBRIDGE_JULIA_BRIDGE_JL or by asking `julia`.
+std::string params_from_environment(InitParams* params);
+std::string check_params(const InitParams& params);
+// Opens libtfjl_julia.so (beside this library) and returns its entry table.
+std::string load_julia_side(const JuliaSide** side);
+
+}  // namespace detail
+}  // namespace tfjl
+
+#endif  // TFJL_SRC_JULIA_THREAD_H_

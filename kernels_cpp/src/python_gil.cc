@@ -1,0 +1,88 @@
+#include "python_gil.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+
+namespace tfjl {
+namespace detail {
+namespace {
+
+// The CPython entry points, resolved once; all null without Python.
+struct PythonApi {
+  int (*is_initialized)() = nullptr;          // Py_IsInitialized
+  int (*gil_check)() = nullptr;               // PyGILState_Check
+  void* (*this_thread_state)() = nullptr;     // PyGILState_GetThisThreadState
+  void* (*save_thread)() = nullptr;           // PyEval_SaveThread
+  void (*restore_thread)(void*) = nullptr;    // PyEval_RestoreThread
+  int (*gil_ensure)() = nullptr;               // PyGILState_Ensure
+  void (*gil_release)(int) = nullptr;          // PyGILState_Release
+  int (*is_finalizing)() = nullptr;            // Py_IsFinalizing (3.13+) or _Py_IsFinalizing
+
+  bool complete() const {
+    return is_initialized && gil_check && this_thread_state && save_thread && restore_thread && gil_ensure &&
+           gil_release && is_finalizing;
+  }
+};
+
+template <class F>
+void resolve(F*& out, const char* name) {
+  out = reinterpret_cast<F*>(dlsym(RTLD_DEFAULT, name));
+}
+
+const PythonApi& python_api() {
+  static const PythonApi api = [] {
+    PythonApi a;
+    resolve(a.is_initialized, "Py_IsInitialized");
+    resolve(a.gil_check, "PyGILState_Check");
+    resolve(a.this_thread_state, "PyGILState_GetThisThreadState");
+    resolve(a.save_thread, "PyEval_SaveThread");
+    resolve(a.restore_thread, "PyEval_RestoreThread");
+    resolve(a.gil_ensure, "PyGILState_Ensure");
+    resolve(a.gil_release, "PyGILState_Release");
+    resolve(a.is_finalizing, "Py_IsFinalizing");
+    if (a.is_finalizing == nullptr) resolve(a.is_finalizing, "_Py_IsFinalizing");
+    return a.complete() ? a : PythonApi{};
+  }();
+  return api;
+}
+
+bool acquire_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TFBRIDGE_JULIA_GIL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+}  // namespace
+
+GilAcquire::GilAcquire() {
+  const PythonApi& py = python_api();
+  if (!acquire_enabled() || !py.complete() || !py.is_initialized() || py.is_finalizing()) return;
+  state_ = py.gil_ensure();
+  held_ = true;
+}
+
+GilAcquire::~GilAcquire() {
+  if (held_) python_api().gil_release(state_);
+}
+
+GilRelease::GilRelease() {
+  const PythonApi& py = python_api();
+  if (!py.complete() || !py.is_initialized()) return;
+  // PyGILState_Check alone answers 1 when its checks are disabled
+  // (sub-interpreters); a thread state of our own makes the answer reliable.
+  if (py.this_thread_state() != nullptr && py.gil_check() == 1) {
+    saved_thread_state_ = py.save_thread();
+  }
+}
+
+GilRelease::~GilRelease() {
+  if (saved_thread_state_ != nullptr) python_api().restore_thread(saved_thread_state_);
+}
+
+}  // namespace detail
+}  // namespace tfjl

@@ -1,0 +1,48 @@
+// Python's GIL, seen from a library that must work with and without Python.
+//
+// The runtime never links libpython: the few CPython functions it needs are
+// looked up with dlsym(RTLD_DEFAULT) once, and every guard is a no-op when
+// they are absent or the interpreter is not initialised.
+#ifndef TFJL_SRC_PYTHON_GIL_H_
+#define TFJL_SRC_PYTHON_GIL_H_
+
+namespace tfjl {
+namespace detail {
+
+// Releases the GIL for the guard's lifetime if (and only if) the current
+// thread holds it.  Used around every blocking wait for Julia's thread: a
+// thread that waits while holding the GIL would stall all Python threads, and
+// would deadlock against any work on Julia's thread that needs the GIL.
+class GilRelease {
+ public:
+  GilRelease();
+  ~GilRelease();
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  void* saved_thread_state_ = nullptr;  // PyThreadState* while released
+};
+
+// Holds the GIL for the guard's lifetime (PyGILState_Ensure/Release) when
+// Python is present, on whatever thread enters Julia: Julia code may then use
+// Python objects (PyCall, PythonCall) safely.  It cannot deadlock against a
+// caller waiting for Julia's thread, because every such wait runs under
+// GilRelease.  A no-op without Python, while the interpreter finalises (a
+// thread taking the GIL then would be terminated), or with TFBRIDGE_JULIA_GIL=0.
+class GilAcquire {
+ public:
+  GilAcquire();
+  ~GilAcquire();
+  GilAcquire(const GilAcquire&) = delete;
+  GilAcquire& operator=(const GilAcquire&) = delete;
+
+ private:
+  bool held_ = false;
+  int state_ = 0;  // PyGILState_STATE
+};
+
+}  // namespace detail
+}  // namespace tfjl
+
+#endif  // TFJL_SRC_PYTHON_GIL_H_
