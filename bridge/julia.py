@@ -283,10 +283,6 @@ def session_run_on_julia_thread(session, run_options, inputs, input_values, ninp
                                         ptr(run_metadata), ptr(status))
 
 
-# The name bridge.session calls.
-_session_run_on_julia_thread = session_run_on_julia_thread
-
-
 def call_counts() -> tuple[int, int]:
     """(calls run directly on Julia's thread, calls handed over to it) so far in this process."""
     rt = _runtime()

@@ -172,7 +172,7 @@ class Session:
         args = (self._ptr, opts, c_in, c_in_vals, n_in, c_out, c_out_vals, n_out, c_tg, n_tg, ffi.NULL, s.ptr)
         if self._julia_thread:
             from . import julia
-            julia._session_run_on_julia_thread(*args)
+            julia.session_run_on_julia_thread(*args)
         else:
             lib.TF_SessionRun(*args)
         check(s)
