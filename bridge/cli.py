@@ -43,6 +43,22 @@ def _customop_stub(args: argparse.Namespace) -> int:
 
 #: Functions adding further `tfbridge customop` actions: each takes the
 #: subparsers object, adds its parser and sets ``run`` (args -> exit code).
+def _gradtest(args: argparse.Namespace) -> int:
+    """Build the op if needed and run its generated gradtest.py (the
+    convergence test of its gradient); exit status 1 on FAIL."""
+    import subprocess
+
+    from .customop import build
+
+    library = build(args.dir)
+    script = library.parent / "gradtest.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"{script} not found: the op has no gradient to test "
+                                "(no float input or no float output)")
+    plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
+    return subprocess.call([sys.executable, str(script), "--plot", plot])
+
+
 CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
@@ -68,10 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt")
     p.set_defaults(run=_customop_stub)
 
-    # Further actions (`gradtest DIR`: run the op's generated gradtest.py) go
-    # here, as a parser like the ones above or through CUSTOMOP_ACTIONS.
     for register in CUSTOMOP_ACTIONS:
         register(sub)
+
+    p = commands.add_parser("gradtest", help="gradient test of a custom op (convergence of Taylor remainders)",
+                            description="Build the op in DIR if needed, run its generated gradtest.py and "
+                                        "write the log-log convergence plot.")
+    p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt and the Julia file")
+    p.add_argument("--plot", metavar="PATH", help="where to write the plot (default: DIR/gradcheck.png)")
+    p.set_defaults(run=_gradtest)
     return parser
 
 

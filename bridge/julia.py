@@ -100,6 +100,12 @@ def init() -> None:
         os.environ["TFBRIDGE_JULIA_IMAGE"] = config.image
         os.environ["TFBRIDGE_JULIA_BRIDGE_JL"] = str(bridge_jl)
         # The sysimage resolves jl_* through the global namespace.
+        # libjulia brings libunwind, whose _Unwind_* would then win global
+        # symbol lookup: C++ exceptions in extensions imported later (pybind11
+        # in matplotlib, ...) could not unwind and abort the process. GCC's
+        # unwinder, made global first, keeps resolving them; Julia itself uses
+        # libunwind's own unw_* API, which this leaves alone.
+        _pinned.append(ctypes.CDLL("libgcc_s.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NOW))
         _pinned.append(ctypes.CDLL(config.libjulia, mode=os.RTLD_GLOBAL | os.RTLD_NOW))
         rt = _open_runtime(library)
         err = _ffi.new("char[]", 4096)

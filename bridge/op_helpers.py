@@ -235,16 +235,22 @@ class OpBuilder:
         return result_type(self.op_type, tuple(f for f, _ in fields))(*values)
 
     def _graph(self) -> Graph:
+        default = get_default_graph()
+        # While a function body is traced, outer tensors are captured by the
+        # body's graph (FuncGraph.encloses), so they do not decide the graph.
+        encloses = getattr(default, "encloses", None)
         graph = None
         for inp in self._inputs:
             for v in inp.items():
                 if isinstance(v, Output):
+                    if encloses is not None and encloses(v.graph):
+                        continue
                     if graph is None:
                         graph = v.graph
                     elif v.graph is not graph:
                         raise self._error(f"input '{inp.arg}' ('{v.name}') belongs to another graph than "
                                           "the op's other inputs", ValueError)
-        return graph if graph is not None else get_default_graph()
+        return graph if graph is not None else default
 
     def _minimum(self, attr: str) -> Optional[int]:
         return self._constraints.get(attr, (None, None, None))[2]

@@ -29,6 +29,22 @@ def library_op_names() -> frozenset[str]:
     return frozenset(_library_ops)
 
 
+def is_registered(op_type: str) -> bool:
+    """Whether TensorFlow's op registry (built-in ops and loaded libraries) knows ``op_type``."""
+    graph = ffi.gc(lib.TF_NewGraph(), lib.TF_DeleteGraph)
+    buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
+    s = status()
+    lib.TF_GraphGetOpDef(graph, op_type.encode(), buf, s.ptr)
+    found = lib.TF_GetCode(s.ptr) == 0
+    lib.TF_SetStatus(s.ptr, 0, b"")
+    return found
+
+
+def is_loaded(path: Union[str, os.PathLike]) -> bool:
+    """Whether the library at ``path`` was loaded by :func:`load_op_library`."""
+    return str(Path(path).expanduser().resolve()) in _modules
+
+
 def load_op_library(path: Union[str, os.PathLike]) -> types.ModuleType:
     """Load a custom op library and return a module with a function per op.
 

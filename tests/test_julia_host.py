@@ -344,3 +344,16 @@ def test_julia_worker_threads_collect_while_julias_thread_idles():
         print("finished before fetch" if finished < fetch_start else "stalled until the fetch")
     """, JULIA_NUM_THREADS="2")
     assert proc.stdout.strip() == "finished before fetch"
+
+
+def test_cpp_exceptions_still_unwind_in_extensions_imported_after_julia():
+    """libjulia's libunwind must not take over _Unwind_*: pybind11 modules
+    imported after Julia (matplotlib's ft2font throws and catches internally
+    while importing) would otherwise abort the process."""
+    pytest.importorskip("matplotlib", reason="matplotlib (the 'plot' extra) is not installed")
+    code = ("import bridge; bridge.julia.init(); import matplotlib; matplotlib.use('Agg'); "
+            "import matplotlib.pyplot as plt; plt.figure(); "
+            "print(bridge.julia.eval('try error(\"x\") catch e; 7 end'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("7")

@@ -69,10 +69,28 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
                                 f"{spec.forward} and {spec.backward} there")
     # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
     julia.include(source)
+    _check_names_are_free(spec, library)
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
     return module
+
+
+def _check_names_are_free(spec: OpSpec, library: Path) -> None:
+    """TensorFlow ignores a library's registration of an op name it already
+    knows (a built-in op such as Square, or an op of another library), which
+    would leave the op silently missing: refuse such a name up front."""
+    from .. import op_library
+
+    if op_library.is_loaded(library):
+        return
+    for op_type in (spec.name, f"{spec.name}Grad"):
+        if op_library.is_registered(op_type):
+            name_line = next((i for i, text in enumerate(spec.source.splitlines(), 1)
+                              if text.strip() and not text.lstrip().startswith("#")), 1)
+            raise SpecError(spec.path, name_line,
+                            f"the op name {spec.name} cannot be used: TensorFlow already has an op named "
+                            f"{op_type} (built in, or from another loaded library); rename the op")
 
 
 def _register_gradient(op_type: str) -> None:
@@ -80,9 +98,9 @@ def _register_gradient(op_type: str) -> None:
 
     <Op>Grad takes the gradients of the float outputs, then every output, then
     every input, and the op's attributes; it returns one gradient per float
-    input (bridge.gradients.register_custom_op_gradient follows the same order)."""
+    input (bridge.backprop.register_custom_op_gradient follows the same order)."""
     try:
-        from ..gradients import register_custom_op_gradient
+        from ..backprop import register_custom_op_gradient
     except ImportError:  # a bridge without symbolic gradients: the op still runs
         return
     register_custom_op_gradient(op_type)

@@ -1,0 +1,449 @@
+"""Differentiable control flow: ``cond`` and ``while_loop``.
+
+Both build TensorFlow's *functional* ops, ``If`` and ``While``, whose
+branches, condition and body are functions traced from Python (see
+:mod:`bridge.function`), and both get their gradients from the Python
+registry of :mod:`bridge.gradients`.
+
+Why not ``TF_NewWhile``: the C API's while loop is TF v1 control flow
+(Enter/Merge/Switch/Exit frames) and its C++ gradient only differentiates
+loop bodies whose ops have C++ gradients, without saving per-iteration
+values: a body as simple as ``x * x`` gets a wrong gradient or aborts the
+process (a CHECK failure in ``gradients.cc``).  Functional ops need neither:
+
+* ``cond``: the gradient of ``If(pred, inputs)`` is another ``If`` on the same
+  predicate whose branches are the gradient functions of the two branches
+  (each recomputes its branch and differentiates it; an input only one
+  branch uses gets zeros from the other).
+* ``while_loop``: the forward ``While`` carries, besides the loop variables, an
+  iteration counter, the tensors the body captures, and (with
+  ``back_prop=True``, the default) one TensorList per loop variable onto
+  which each iteration pushes the values it starts from.  The gradient is a
+  second ``While`` running the counter down: each step pops those values,
+  recomputes the body's vector-Jacobian product at them (the gradient
+  function of the body, a function call) and adds up the captured tensors'
+  gradients.  Julia ops, functions and conds in the body differentiate
+  like anywhere else.  A loop built with ``back_prop=False`` keeps no
+  TensorLists; its gradient reruns it once with them.  The backward loop is
+  itself a ``while_loop``, so loops have second derivatives too.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .attrs import Shape, as_shape
+from .functions import Trace, TensorSpec, TracedFunction, flatten, lookup, pack_as, trace_graph
+from .backprop import ACCEPTS_NONE, NotDifferentiable, RegisterGradient, is_differentiable
+from .graph import Operation, Output, get_default_graph
+
+__all__ = ["cond", "while_loop"]
+
+
+def _op(op_type: str, inputs: Sequence[Any], attrs: Optional[dict] = None,
+        attr_types: Optional[dict] = None, name: Optional[str] = None) -> Operation:
+    return get_default_graph().create_op(op_type, list(inputs), attrs=attrs, attr_types=attr_types, name=name)
+
+
+def _const(value: Any, dtype: Any, name: str = "Const") -> Output:
+    from .builders import constant
+    return constant(np.asarray(value, dtype=dtypes.as_dtype(dtype).as_numpy_dtype), dtype, name=name)
+
+
+def _as_output(value: Any, what: str) -> Output:
+    from .builders import Variable, constant
+    if isinstance(value, Output):
+        return value
+    if isinstance(value, Variable):
+        return value.value()
+    try:
+        return constant(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what}: cannot use {value!r} as a tensor ({exc})") from None
+
+
+def _most_specific_common(a: Shape, b: Shape) -> Shape:
+    if a.unknown_rank or b.unknown_rank or len(a) != len(b):
+        return Shape.unknown()
+    return Shape(x if x == y else None for x, y in zip(a, b))
+
+
+def _shape_compatible(inner: Shape, outer: Shape) -> bool:
+    """Whether a value of shape ``inner`` fits the invariant ``outer``."""
+    if outer.unknown_rank:
+        return True
+    if inner.unknown_rank or len(inner) != len(outer):
+        return False
+    return all(o is None or i == o for i, o in zip(inner, outer))
+
+
+_FUNCTIONAL_ATTRS = {"Tcond": "type", "Tin": "list(type)", "Tout": "list(type)", "then_branch": "func",
+                     "else_branch": "func", "output_shapes": "list(shape)", "T": "list(type)",
+                     "cond": "func", "body": "func", "parallel_iterations": "int"}
+
+
+# --- cond ---------------------------------------------------------------------------
+
+def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], name: str = "cond") -> Any:
+    """``true_fn()`` if ``pred`` else ``false_fn()``, decided when the graph runs.
+
+    ``pred`` is a scalar bool Output (a Python bool just calls one branch
+    now).  Both branches take no arguments, may use any tensor of the
+    enclosing graphs, and must return the same structure of tensors with the
+    same dtypes.  Builds one ``If`` op; differentiable in both branches.
+    """
+    if isinstance(pred, (bool, np.bool_)):
+        return true_fn() if pred else false_fn()
+    graph = get_default_graph()
+    pred = _as_output(pred, "cond: pred")
+    if pred.dtype != dtypes.bool:
+        raise TypeError(f"cond: pred must be a bool tensor, '{pred.name}' is {pred.dtype.name}")
+    if not pred.shape.unknown_rank and len(pred.shape) != 0:
+        raise ValueError(f"cond: pred must be a scalar, '{pred.name}' has shape {pred.shape!r}")
+    with graph.name_scope(name):
+        then_t = trace_graph(true_fn, [], f"{name}_true", graph)
+        else_t = trace_graph(false_fn, [], f"{name}_false", graph)
+        _check_same_outputs(then_t, else_t)
+        captured = list(dict.fromkeys(list(then_t.graph.captures) + list(else_t.graph.captures)))
+        then_f, else_f = then_t.finish(captured), else_t.finish(captured)
+        shapes = [_most_specific_common(a.shape, b.shape) for a, b in zip(then_f.outputs, else_f.outputs)]
+        op = _make_if(pred, captured, then_f, else_f, shapes, name="If")
+    values = iter(op.outputs)
+    leaves = [None if leaf is None else next(values) for leaf in flatten(then_t.structure)]
+    if not op.outputs:
+        return op
+    return pack_as(then_t.structure, leaves)
+
+
+def _check_same_outputs(a: Trace, b: Trace) -> None:
+    la, lb = flatten(a.structure), flatten(b.structure)
+    if len(la) != len(lb) or [x is None for x in la] != [x is None for x in lb]:
+        raise ValueError(f"cond: the branches return different structures: {a.structure!r} and {b.structure!r}")
+    for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
+        if x.dtype != y.dtype:
+            raise TypeError(f"cond: output {i} is {x.dtype.name} in true_fn but {y.dtype.name} in false_fn")
+
+
+def _make_if(pred: Output, inputs: Sequence[Output], then_f: TracedFunction, else_f: TracedFunction,
+             shapes: Sequence[Shape], name: str) -> Operation:
+    graph = get_default_graph()
+    then_f.add_to(graph)
+    else_f.add_to(graph)
+    attrs = {"Tcond": dtypes.bool, "Tin": [t.dtype for t in inputs], "Tout": [t.dtype for t in then_f.outputs],
+             "then_branch": then_f.name, "else_branch": else_f.name, "output_shapes": list(shapes)}
+    op = graph.create_op("If", [pred, list(inputs)], attrs=attrs, attr_types=_FUNCTIONAL_ATTRS, name=name)
+    for out, shape in zip(op.outputs, shapes):
+        if not shape.unknown_rank:
+            out.set_shape(shape)
+    return op
+
+
+def _branch(op: Operation, attr: str) -> TracedFunction:
+    name = op.get_attr(attr)
+    f = lookup(op.graph, name)
+    if f is None:
+        raise LookupError(f"operation '{op.name}' ({op.type}) has branch function '{name}', which the "
+                          "bridge did not trace (a graph imported from a GraphDef?), so it has no gradient")
+    return f
+
+
+def _if_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
+    n = op.num_inputs
+    out_mask = tuple(g is not None for g in grads)
+    if not any(out_mask):
+        return [None] * n
+    then_f, else_f = _branch(op, "then_branch"), _branch(op, "else_branch")
+    then_g, then_mask = then_f.vjp(out_mask)
+    else_g, else_mask = else_f.vjp(out_mask)
+    union = tuple(a or b for a, b in zip(then_mask, else_mask))
+    if not any(union):
+        return [None] * n
+    if then_mask != union:
+        then_g, _ = then_f.vjp(out_mask, wrt=union)
+    if else_mask != union:
+        else_g, _ = else_f.vjp(out_mask, wrt=union)
+    pred, inputs = op.inputs[0], op.inputs[1:]
+    args = inputs + [g for g in grads if g is not None]
+    shapes = [t.shape for t, m in zip(inputs, union) if m]
+    grad_if = _make_if(pred, args, then_g, else_g, shapes, name="If")
+    outs = iter(grad_if.outputs)
+    return [None] + [next(outs) if m else None for m in union]
+
+
+setattr(_if_grad, ACCEPTS_NONE, True)
+RegisterGradient("If")(_if_grad)
+RegisterGradient("StatelessIf")(_if_grad)
+
+
+# --- while_loop -------------------------------------------------------------------------
+
+class WhileInfo:
+    """What the gradient of a bridge While needs: the traced user cond/body
+    (taking loop variables then captures) and the loop's layout: inputs and
+    outputs are [counter, loop variables, captures, TensorLists]."""
+
+    def __init__(self, user_cond: TracedFunction, user_body: TracedFunction, num_vars: int,
+                 num_captures: int, shapes: list[Shape], maximum_iterations: Any, accumulate: bool,
+                 parallel_iterations: int):
+        self.user_cond, self.user_body = user_cond, user_body
+        self.num_vars, self.num_captures = num_vars, num_captures
+        self.shapes = shapes
+        self.maximum_iterations = maximum_iterations
+        self.accumulate = accumulate
+        self.parallel_iterations = parallel_iterations
+
+
+def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any,
+               shape_invariants: Any = None, maximum_iterations: Any = None, back_prop: bool = True,
+               parallel_iterations: int = 10, name: str = "while") -> Any:
+    """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``.
+
+    ``loop_vars`` is a (nested) list or tuple of tensors (or one tensor);
+    ``body`` returns the same structure with the same dtypes, and shapes
+    that fit ``shape_invariants`` (default: the initial shapes).  Both may use
+    any tensor of the enclosing graphs.  ``maximum_iterations`` caps the
+    iteration count.  ``back_prop=True`` keeps each iteration's starting
+    values for the gradient; with False the gradient recomputes the loop.
+    """
+    graph = get_default_graph()
+    single = not isinstance(loop_vars, (list, tuple))
+    structure = [loop_vars] if single else loop_vars
+    init = [_as_output(v, "while_loop: loop_vars") for v in flatten(structure)]
+    if shape_invariants is None:
+        shapes = [v.shape for v in init]
+    else:
+        given = _flatten_up_to(structure, [shape_invariants] if single else shape_invariants)
+        shapes = [as_shape(s) for s in given]
+    for i, (v, s) in enumerate(zip(init, shapes)):
+        if not _shape_compatible(v.shape, s):
+            raise ValueError(f"while_loop: loop variable {i} has shape {v.shape!r}, outside its invariant {s!r}")
+    specs = [TensorSpec(s, v.dtype, name=f"loop_var{i}") for i, (v, s) in enumerate(zip(init, shapes))]
+
+    def unpack(args):
+        packed = pack_as(structure, list(args))
+        return [packed[0]] if single else list(packed)
+
+    with graph.name_scope(name):
+        body_t = trace_graph(lambda *a: body(*unpack(a)), init, f"{name}_body", graph, specs)
+        cond_t = trace_graph(lambda *a: cond(*unpack(a)), init, f"{name}_cond", graph, specs)
+        _check_body(body_t, init, shapes)
+        if len(cond_t.outputs) != 1 or cond_t.outputs[0].dtype != dtypes.bool:
+            raise TypeError("while_loop: cond must return one scalar bool tensor")
+        max_iter = maximum_iterations
+        extra = []
+        if max_iter is not None and isinstance(max_iter, Output):
+            extra = [max_iter]
+        captured = list(dict.fromkeys(list(body_t.graph.captures) + list(cond_t.graph.captures) + extra))
+        info = WhileInfo(cond_t.finish(captured), body_t.finish(captured), len(init), len(captured), shapes,
+                         max_iter, back_prop, parallel_iterations)
+        op = _make_while(info, init, captured, info.accumulate)
+    outputs = op.outputs[1:1 + len(init)]
+    result = pack_as(structure, outputs)
+    return result[0] if single else result
+
+
+def _flatten_up_to(structure: Any, value: Any) -> list:
+    """Leaves of ``value`` where ``structure`` has leaves (a shape there is one leaf)."""
+    if isinstance(structure, dict):
+        return [leaf for k in sorted(structure, key=repr) for leaf in _flatten_up_to(structure[k], value[k])]
+    if isinstance(structure, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(structure):
+            raise ValueError(f"while_loop: shape_invariants {value!r} do not match loop_vars {structure!r}")
+        return [leaf for s, v in zip(structure, value) for leaf in _flatten_up_to(s, v)]
+    return [value]
+
+
+def _check_body(body_t: Trace, init: list[Output], shapes: list[Shape]) -> None:
+    outs = body_t.outputs
+    if len(flatten(body_t.structure)) != len(init) or len(outs) != len(init):
+        raise ValueError(f"while_loop: body returns {len(outs)} tensors for {len(init)} loop variables")
+    for i, (o, v, s) in enumerate(zip(outs, init, shapes)):
+        if o.dtype != v.dtype:
+            raise TypeError(f"while_loop: body returns {o.dtype.name} for loop variable {i}, which is {v.dtype.name}")
+        if not _shape_compatible(o.shape, s):
+            raise ValueError(f"while_loop: body returns shape {o.shape!r} for loop variable {i}, outside its "
+                             f"shape invariant {s!r}; pass shape_invariants with None for changing dims")
+
+
+def _loop_functions(info: WhileInfo, accumulate: bool) -> tuple[TracedFunction, TracedFunction]:
+    """The While's cond and body functions over [counter, vars, captures, TensorLists]."""
+    from .functions import FuncGraph
+    var_dtypes = [t.dtype for t in info.user_body.inputs[:info.num_vars]]
+    cap_inputs = info.user_body.inputs[info.num_vars:]
+    made = []
+    for kind in ("cond", "body"):
+        fg = FuncGraph(f"{kind}_{'acc' if accumulate else 'noacc'}")
+        with fg.as_default():
+            counter = fg.add_input(dtypes.int32, [], name="counter")
+            vs = [fg.add_input(d, s, name=f"var{i}") for i, (d, s) in enumerate(zip(var_dtypes, info.shapes))]
+            caps = [fg.add_input(c.dtype, c.shape, name=f"capture{i}") for i, c in enumerate(cap_inputs)]
+            accs = [fg.add_input(dtypes.variant, [], name=f"acc{i}") for i in range(len(vs))] if accumulate else []
+            inputs = [counter] + vs + caps + accs
+            if kind == "cond":
+                pred = info.user_cond.inline(vs + caps, name="cond")[0]
+                limit = info.maximum_iterations
+                if limit is not None:
+                    if isinstance(limit, Output):
+                        limit = caps[info.user_body.captured.index(limit)]
+                        if limit.dtype != dtypes.int32:
+                            limit = _op("Cast", [limit], {"DstT": dtypes.int32}).output(0)
+                    else:
+                        limit = _const(int(limit), dtypes.int32, name="maximum_iterations")
+                    pred = _op("LogicalAnd", [pred, _op("Less", [counter, limit]).output(0)]).output(0)
+                outputs = [pred]
+            else:
+                new_vs = info.user_body.inline(vs + caps, name="body")
+                step = _op("AddV2", [counter, _const(1, dtypes.int32, name="one")]).output(0)
+                same_caps = [_op("Identity", [c]).output(0) for c in caps]
+                pushed = [_op("TensorListPushBack", [a, v], {"element_dtype": v.dtype},
+                              {"element_dtype": "type"}).output(0) for a, v in zip(accs, vs)]
+                outputs = [step] + new_vs + same_caps + pushed
+        # The layout is part of the description, hence of the function's name (a hash):
+        # loops whose bodies match but whose shape invariants differ stay apart.
+        layout = ", ".join(repr(list(sh)) if not sh.unknown_rank else "?" for sh in info.shapes)
+        made.append(TracedFunction(fg, inputs, outputs, description=f"while_loop {kind}, loop variables [{layout}]"))
+    cond_f, body_f = made
+    body_f.while_info = info  # type: ignore[attr-defined]
+    return cond_f, body_f
+
+
+def _empty_list(dtype: dtypes.DType) -> Output:
+    return _op("EmptyTensorList", [_const(-1, dtypes.int32, name="element_shape"),
+                                   _const(-1, dtypes.int32, name="max_num_elements")],
+               {"element_dtype": dtype}, {"element_dtype": "type"}).output(0)
+
+
+def _make_while(info: WhileInfo, init: Sequence[Output], captured: Sequence[Output],
+                accumulate: bool) -> Operation:
+    graph = get_default_graph()
+    cond_f, body_f = _loop_functions(info, accumulate)
+    cond_f.add_to(graph)
+    body_f.add_to(graph)
+    counter = _const(0, dtypes.int32, name="counter")
+    accs = [_empty_list(v.dtype) for v in init] if accumulate else []
+    inputs = [counter] + list(init) + list(captured) + accs
+    shapes = [Shape(())] + list(info.shapes) + [c.shape for c in captured] + [Shape(())] * len(accs)
+    attrs = {"T": [t.dtype for t in inputs], "cond": cond_f.name, "body": body_f.name,
+             "output_shapes": shapes, "parallel_iterations": int(info.parallel_iterations)}
+    op = graph.create_op("While", [inputs], attrs=attrs, attr_types=_FUNCTIONAL_ATTRS, name="While")
+    for out, shape in zip(op.outputs, shapes):
+        if not shape.unknown_rank:
+            out.set_shape(shape)
+    return op
+
+
+def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
+    n = op.num_inputs
+    if all(g is None for g in grads):
+        return [None] * n
+    body_f = lookup(op.graph, op.get_attr("body"))
+    info: Optional[WhileInfo] = getattr(body_f, "while_info", None)
+    if info is None:
+        raise LookupError(f"operation '{op.name}' ({op.type}) was not built by bridge.while_loop "
+                          "(a graph imported from a GraphDef?), so the bridge cannot differentiate it")
+    nv, nc = info.num_vars, info.num_captures
+    inputs = op.inputs
+    init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
+    g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
+
+    forward = op
+    if not info.accumulate:
+        # Nothing was kept: run the loop again, this time keeping each step's values.
+        forward = _make_while(info, init, caps, accumulate=True)
+    outs = forward.outputs
+    count, accs = outs[0], outs[1 + nv + nc:]
+
+    var_mask = [is_differentiable(v.dtype) for v in init]
+    cap_mask = [is_differentiable(c.dtype) for c in caps]
+    carry_accs = any(g is not None for g in g_accs)
+    vjp, _ = info.user_body.vjp(var_mask, wrt=var_mask + cap_mask)
+
+    def zeros_or(g: Optional[Output], like: Output) -> Output:
+        return g if g is not None else _op("ZerosLike", [like]).output(0)
+
+    start = ([zeros_or(g, o) for g, o, m in zip(g_vars, outs[1:1 + nv], var_mask) if m]
+             + [zeros_or(g, c) for g, c, m in zip(g_caps, caps, cap_mask) if m]
+             + ([zeros_or(g, a) for g, a in zip(g_accs, accs)] if carry_accs else []))
+    n_gv, n_gc = sum(var_mask), sum(cap_mask)
+    var_dtypes = [v.dtype for v in init]
+
+    def bw_cond(k, *rest):
+        return _op("Greater", [k, _const(0, dtypes.int32, name="zero")]).output(0)
+
+    def bw_body(k, *rest):
+        rest = list(rest)
+        gv, gc = rest[:n_gv], rest[n_gv:n_gv + n_gc]
+        ga = rest[n_gv + n_gc:n_gv + n_gc + (nv if carry_accs else 0)]
+        lists = rest[len(rest) - nv:]
+        popped, states = [], []
+        for lst, dtype, shape in zip(lists, var_dtypes, info.shapes):
+            new_list, value = _op("TensorListPopBack", [lst, _const(-1, dtypes.int32, name="element_shape")],
+                                  {"element_dtype": dtype}, {"element_dtype": "type"}).outputs
+            if not shape.unknown_rank:
+                value.set_shape(shape)
+            popped.append(new_list)
+            states.append(value)
+        d = vjp.call(states + list(caps) + gv, name="body_grad").outputs
+        d_vars, d_caps = d[:n_gv], d[n_gv:]
+        new_ga = []
+        if carry_accs:
+            # Gradients that reached the kept values (second derivatives) join the variables'.
+            elems = []
+            for g, dtype in zip(ga, var_dtypes):
+                g_list, g_elem = _op("TensorListPopBack", [g, _const(-1, dtypes.int32, name="element_shape")],
+                                     {"element_dtype": dtype}, {"element_dtype": "type"}).outputs
+                new_ga.append(g_list)
+                elems.append(g_elem)
+            diff_elems = [e for e, m in zip(elems, var_mask) if m]
+            d_vars = [_op("AddV2", [a, b]).output(0) for a, b in zip(d_vars, diff_elems)]
+        new_gc = [_op("AddV2", [a, b]).output(0) for a, b in zip(gc, d_caps)]
+        step = _op("Sub", [k, _const(1, dtypes.int32, name="one")]).output(0)
+        return [step] + d_vars + new_gc + new_ga + popped
+
+    # Gradient shapes are left open: the body's gradient function may know less than the forward.
+    invariants = [Shape(())] + [Shape.unknown()] * len(start) + [Shape(())] * len(accs)
+    result = while_loop(bw_cond, bw_body, [count] + start + list(accs), shape_invariants=invariants,
+                        back_prop=False, name="while_grad")
+    r = iter(result[1:])
+    gv_final = [next(r) if m else None for m in var_mask]
+    gc_final = [next(r) if m else None for m in cap_mask]
+    num_lists = n - 1 - nv - nc  # the op's own TensorList inputs (none with back_prop=False)
+    ga_final = [next(r) for _ in range(nv)] if carry_accs else [None] * num_lists
+    return [None] + gv_final + gc_final + ga_final
+
+
+setattr(_while_grad, ACCEPTS_NONE, True)
+RegisterGradient("While")(_while_grad)
+RegisterGradient("StatelessWhile")(_while_grad)
+
+
+# --- TensorList gradients (what the loops' kept values need for second derivatives) ----
+
+@RegisterGradient("TensorListPushBack")
+def _push_back_grad(op: Operation, dresult: Output) -> list:
+    shape = _op("Shape", [op.inputs[1]]).output(0)
+    dlist, delem = _op("TensorListPopBack", [dresult, shape], {"element_dtype": op.get_attr("element_dtype")},
+                       {"element_dtype": "type"}).outputs
+    return [dlist, delem]
+
+
+def _pop_back_grad(op: Operation, dlist: Optional[Output], delem: Optional[Output]) -> list:
+    if dlist is None and delem is None:
+        return [None, None]
+    dtype = op.get_attr("element_dtype")
+    if dlist is None:
+        shape = _op("TensorListElementShape", [op.outputs[0]], {"shape_type": dtypes.int32},
+                    {"shape_type": "type"}).output(0)
+        dlist = _op("EmptyTensorList", [shape, _const(-1, dtypes.int32, name="max_num_elements")],
+                    {"element_dtype": dtype}, {"element_dtype": "type"}).output(0)
+    if delem is None:
+        delem = _op("ZerosLike", [op.outputs[1]]).output(0)
+    pushed = _op("TensorListPushBack", [dlist, delem], {"element_dtype": dtype}, {"element_dtype": "type"})
+    return [pushed.output(0), None]
+
+
+setattr(_pop_back_grad, ACCEPTS_NONE, True)
+RegisterGradient("TensorListPopBack")(_pop_back_grad)
+NotDifferentiable("EmptyTensorList")

@@ -1,0 +1,542 @@
+"""Graph functions: ``@bridge.function`` traces Python into a FunctionDef.
+
+Tracing
+    The Python function runs once per input signature (dtypes and shapes of
+    its tensor arguments, values of its Python arguments) and per calling
+    graph, inside a :class:`FuncGraph`: a temporary graph whose Placeholders
+    stand for the arguments.  Tensors of enclosing graphs that the body uses
+    are *captured*: each becomes one more Placeholder, and the call passes the
+    outer tensor.  ``TF_GraphToFunction`` turns the FuncGraph into a
+    ``TF_Function`` named ``<python name>_<hash of its body>``.
+
+Calling
+    The function is added once to the calling graph's library
+    (``TF_GraphCopyFunction``, with every function its body calls) and each
+    call is an op whose type is the function's name, so the exported
+    GraphDef holds the body once however many times it is called.
+
+Differentiating
+    The gradient of a call op is a call of a second function, built (and
+    cached) per set of outputs that receive gradients: it takes the call's
+    inputs and those output gradients, inlines the body (importing its
+    GraphDef), and runs :func:`bridge.gradients` on it.  So the forward body
+    is recomputed inside the gradient function rather than its intermediates
+    kept; in exchange the gradient function is an ordinary function again,
+    differentiable to any order, and bodies containing Julia ops, nested
+    functions, conds and while loops differentiate like any graph.  Random
+    ops in a body draw new numbers in that recomputation.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import weakref
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import dtypes
+from ._lib import ffi, lib
+from .attrs import Shape, as_shape
+from .errors import InvalidArgumentError, check, status
+from .graph import Graph, Operation, Output, get_default_graph
+
+__all__ = ["function", "Function", "TensorSpec", "FuncGraph", "TracedFunction", "Trace", "trace",
+           "trace_graph", "lookup", "call_gradient", "flatten", "pack_as"]
+
+
+# --- nested structures ----------------------------------------------------------
+
+def flatten(structure: Any) -> list:
+    """Leaves of nested lists, tuples, namedtuples and dicts (sorted keys), in order."""
+    if isinstance(structure, dict):
+        return [leaf for k in sorted(structure, key=repr) for leaf in flatten(structure[k])]
+    if isinstance(structure, (list, tuple)):
+        return [leaf for item in structure for leaf in flatten(item)]
+    return [structure]
+
+
+def pack_as(structure: Any, flat: Sequence[Any]) -> Any:
+    """Rebuild ``structure`` with the leaves of ``flat`` (the inverse of flatten)."""
+    it = iter(flat)
+
+    def build(s: Any) -> Any:
+        if isinstance(s, dict):
+            built = {k: build(s[k]) for k in sorted(s, key=repr)}
+            return type(s)((k, built[k]) for k in s)
+        if isinstance(s, tuple) and hasattr(s, "_fields"):
+            return type(s)(*[build(v) for v in s])
+        if isinstance(s, (list, tuple)):
+            return type(s)(build(v) for v in s)
+        return next(it)
+
+    result = build(structure)
+    if next(it, None) is not None:
+        raise ValueError("pack_as: more values than leaves in the structure")
+    return result
+
+
+# --- TensorSpec -------------------------------------------------------------------
+
+class TensorSpec:
+    """The dtype and (partial) shape of a function argument: ``TensorSpec([None, 3], "float64")``."""
+
+    __slots__ = ("shape", "dtype", "name")
+
+    def __init__(self, shape: Any = None, dtype: Any = "float32", name: Optional[str] = None):
+        self.shape = as_shape(shape)
+        self.dtype = dtypes.as_dtype(dtype)
+        self.name = name
+
+    @classmethod
+    def from_value(cls, value: Any) -> "TensorSpec":
+        """A spec from a TensorSpec, an Output, a dtype, or a (dtype, shape) pair."""
+        if isinstance(value, TensorSpec):
+            return value
+        if isinstance(value, Output):
+            return cls(value.shape, value.dtype)
+        if isinstance(value, tuple) and len(value) == 2:
+            return cls(value[1], value[0])
+        return cls(None, value)
+
+    def is_compatible_with(self, shape: Shape) -> bool:
+        if self.shape.unknown_rank or shape.unknown_rank:
+            return True
+        return len(self.shape) == len(shape) and all(
+            a is None or b is None or a == b for a, b in zip(self.shape, shape))
+
+    def _key(self) -> tuple:
+        return (self.dtype.name, None if self.shape.unknown_rank else tuple(self.shape))
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape!r}, dtype={self.dtype.name})"
+
+
+# --- FuncGraph ----------------------------------------------------------------------
+
+class FuncGraph(Graph):
+    """A graph being traced into a function body.
+
+    Ops whose inputs come from an enclosing graph capture those tensors:
+    each becomes a Placeholder here (recorded in :attr:`captures`), fed with
+    the outer tensor at the call.  Enclosing FuncGraphs capture in turn, so
+    nested bodies can use tensors from any level.
+    """
+
+    def __init__(self, name: str, outer_graph: Optional[Graph] = None):
+        super().__init__()
+        self.name = name
+        self.outer_graph = outer_graph
+        self.captures: dict[Output, Output] = {}  # tensor of outer_graph -> its Placeholder here
+        if outer_graph is not None:
+            self.gradient_overrides = dict(outer_graph.gradient_overrides)
+
+    def encloses(self, graph: Graph) -> bool:
+        """Whether ``graph`` is this graph or one it is nested in."""
+        g: Optional[Graph] = self
+        while g is not None:
+            if g is graph:
+                return True
+            g = getattr(g, "outer_graph", None)
+        return False
+
+    def add_input(self, dtype: Any, shape: Any = None, name: str = "arg") -> Output:
+        """A Placeholder at the root scope, free of control dependencies."""
+        with self.name_scope(None), self.control_dependencies(None):
+            return self.create_op("Placeholder", attrs={"dtype": dtypes.as_dtype(dtype), "shape": as_shape(shape)},
+                                  attr_types={"dtype": "type", "shape": "shape"}, name=name).output(0)
+
+    def capture(self, value: Output) -> Output:
+        """The tensor standing for ``value`` (of this or an enclosing graph) here."""
+        if value.graph is self:
+            return value
+        outer = self.outer_graph
+        if outer is None or not self.encloses(value.graph):
+            raise InvalidArgumentError(
+                f"'{value.name}' belongs to a graph that does not enclose function body '{self.name}'")
+        if value.graph is not outer:
+            value = outer.capture(value)  # type: ignore[attr-defined]
+        ph = self.captures.get(value)
+        if ph is None:
+            ph = self.captures[value] = self.add_input(value.dtype, value.shape, name="capture")
+        return ph
+
+    def _check_input(self, value: Any, op_type: str, name: str, where: str) -> Output:
+        if isinstance(value, Output) and value.graph is not self and self.encloses(value.graph):
+            return self.capture(value)
+        return super()._check_input(value, op_type, name, where)
+
+
+# --- traced functions -----------------------------------------------------------------
+
+_REGISTRY: "weakref.WeakValueDictionary[str, TracedFunction]" = weakref.WeakValueDictionary()
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _function_name(hint: str) -> str:
+    name = _NAME_CHARS.sub("_", hint).strip("_") or "fn"
+    return name if name[0].isalpha() else f"fn_{name}"
+
+
+def lookup(graph: Graph, name: str) -> Optional["TracedFunction"]:
+    """The traced function called by ops of type ``name`` in ``graph``, if any."""
+    found = graph._functions.get(name)
+    return found if found is not None else _REGISTRY.get(name)
+
+
+class TracedFunction:
+    """A FuncGraph made into a TF_Function.
+
+    ``inputs`` are the body's Placeholders (arguments, then captures),
+    ``captured`` the outer tensors the captures stand for, ``outputs`` the
+    body's results.  ``structure`` (optional) is the Python structure the
+    outputs are packed into.
+    """
+
+    def __init__(self, graph: FuncGraph, inputs: Sequence[Output], outputs: Sequence[Output],
+                 captured: Sequence[Output] = (), structure: Any = None, description: str = ""):
+        self.graph = graph
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.captured = list(captured)
+        self.structure = structure
+        self._vjps: dict[tuple, tuple["TracedFunction", tuple[bool, ...]]] = {}
+        self._func = self._to_function(description)
+        self.name = ffi.string(lib.TF_FunctionName(self._func)).decode()
+        _REGISTRY[self.name] = self
+
+    def _to_function(self, description: str):
+        g = self.graph
+        input_ops = {t.op for t in self.inputs}
+        # Inlined bodies leave their own (remapped, unused) Placeholders behind.
+        opers = [op for op in g if op.type != "Placeholder" or op in input_ops]
+        c_opers = ffi.new("TF_Operation*[]", [op._ptr for op in opers] or [ffi.NULL])
+        c_in = ffi.new("TF_Output[]", max(len(self.inputs), 1))
+        for i, t in enumerate(self.inputs):
+            c_in[i].oper, c_in[i].index = t.op._ptr, t.index
+        c_out = ffi.new("TF_Output[]", max(len(self.outputs), 1))
+        for i, t in enumerate(self.outputs):
+            c_out[i].oper, c_out[i].index = t.op._ptr, t.index
+        s = status()
+        func = lib.TF_GraphToFunction(g._ptr, _function_name(g.name).encode(), 1, len(opers), c_opers,
+                                      len(self.inputs), c_in, len(self.outputs), c_out, ffi.NULL, ffi.NULL,
+                                      description.encode() if description else ffi.NULL, s.ptr)
+        check(s, f"making function '{g.name}'")
+        return ffi.gc(func, lib.TF_DeleteFunction)
+
+    @property
+    def function_def(self) -> bytes:
+        """The serialized FunctionDef."""
+        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
+        s = status()
+        lib.TF_FunctionToFunctionDef(self._func, buf, s.ptr)
+        check(s, self.name)
+        return bytes(ffi.buffer(buf.data, buf.length))
+
+    def __repr__(self) -> str:
+        return f"<bridge.TracedFunction '{self.name}' inputs={len(self.inputs)} outputs={len(self.outputs)}>"
+
+    # --- placing in a graph --------------------------------------------------------
+    def add_to(self, graph: Graph) -> None:
+        """Put this function, and every function its body calls, in ``graph``'s library."""
+        if graph._functions.get(self.name) is not None:
+            return
+        s = status()
+        n = lib.TF_GraphNumFunctions(self.graph._ptr)
+        if n:
+            funcs = ffi.new("TF_Function*[]", n)
+            got = lib.TF_GraphGetFunctions(self.graph._ptr, funcs, n, s.ptr)
+            check(s, f"reading the library of '{self.name}'")
+            try:
+                for i in range(got):
+                    lib.TF_GraphCopyFunction(graph._ptr, funcs[i], ffi.NULL, s.ptr)
+                    check(s, f"adding functions '{self.name}' calls")
+            finally:
+                for i in range(got):
+                    lib.TF_DeleteFunction(funcs[i])
+        lib.TF_GraphCopyFunction(graph._ptr, self._func, ffi.NULL, s.ptr)
+        check(s, f"adding function '{self.name}'")
+        for name, f in self.graph._functions.items():
+            graph._functions.setdefault(name, f)
+        graph._functions[self.name] = self
+
+    def call(self, args: Sequence[Output], name: Optional[str] = None) -> Operation:
+        """Add a call op in the default graph: ``args`` are the explicit
+        arguments; the captured tensors are appended."""
+        graph = get_default_graph()
+        self.add_to(graph)
+        inputs = list(args) + list(self.captured)
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"function '{self.name}' takes {len(self.inputs) - len(self.captured)} "
+                            f"arguments, got {len(args)}")
+        for i, (given, ph) in enumerate(zip(inputs, self.inputs)):
+            if given.dtype != ph.dtype:
+                raise TypeError(f"argument {i} of function '{self.name}' must be {ph.dtype.name}, "
+                                f"got '{given.name}' of {given.dtype.name}")
+        op = graph.create_op(self.name, inputs, name=name or _function_name(self.graph.name))
+        for out, traced in zip(op.outputs, self.outputs):
+            shape = traced.shape
+            if not shape.unknown_rank:
+                try:
+                    out.set_shape(shape)
+                except InvalidArgumentError:
+                    pass  # shape inference already knows better than the trace
+        return op
+
+    def inline(self, args: Sequence[Output], name: str = "inline") -> list[Output]:
+        """Copy the body into the default graph with ``args`` (all inputs,
+        captures included) in place of its Placeholders; return its outputs."""
+        graph = get_default_graph()
+        if len(args) != len(self.inputs):
+            raise TypeError(f"inlining '{self.name}' needs {len(self.inputs)} inputs, got {len(args)}")
+        if isinstance(graph, FuncGraph):
+            args = [graph.capture(a) for a in args]
+        input_map = {t.name: a for t, a in zip(self.inputs, args)}
+        returns = [t.name for t in self.outputs]
+        outs = graph.import_graph_def(self.graph.as_graph_def(), prefix=graph.unique_name(name),
+                                      input_map=input_map, return_elements=returns)
+        for fname, f in self.graph._functions.items():
+            graph._functions.setdefault(fname, f)
+        return outs
+
+    # --- differentiation --------------------------------------------------------------
+    def vjp(self, out_mask: Sequence[bool], wrt: Optional[Sequence[bool]] = None
+            ) -> tuple["TracedFunction", tuple[bool, ...]]:
+        """The gradient function for outputs ``out_mask`` that receive gradients.
+
+        It takes (all inputs..., the masked outputs' gradients...) and returns
+        the inputs' gradients for the returned input mask: the inputs with a
+        gradient, or exactly ``wrt`` (zeros where unconnected) when given.
+        """
+        from .backprop import gradients, is_differentiable
+        key = (tuple(bool(m) for m in out_mask), None if wrt is None else tuple(bool(w) for w in wrt))
+        cached = self._vjps.get(key)
+        if cached is not None:
+            return cached
+        fg = FuncGraph(f"{self.graph.name}_grad")
+        with fg.as_default():
+            xs = [fg.add_input(t.dtype, t.shape, name=f"x{i}") for i, t in enumerate(self.inputs)]
+            dys = [fg.add_input(t.dtype, t.shape, name=f"dy{i}")
+                   for i, (t, m) in enumerate(zip(self.outputs, key[0])) if m]
+            outs = self.inline(xs, name="forward")
+            ys = [o for o, m in zip(outs, key[0]) if m]
+            grads = gradients(ys, xs, grad_ys=dys, name="grad") if ys else [None] * len(xs)
+            if key[1] is None:
+                in_mask = tuple(g is not None for g in grads)
+                results = [g for g in grads if g is not None]
+            else:
+                in_mask = key[1]
+                results = []
+                for x, g, w in zip(xs, grads, in_mask):
+                    if w:
+                        if not is_differentiable(x.dtype):
+                            raise TypeError(f"no gradient for {x.dtype.name} input '{x.name}'")
+                        results.append(g if g is not None else fg.create_op("ZerosLike", [x]).output(0))
+        grad_fn = TracedFunction(fg, xs + dys, results)
+        self._vjps[key] = (grad_fn, in_mask)
+        return grad_fn, in_mask
+
+
+def call_gradient(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
+    """Gradient of a call of a traced function: a call of its gradient function."""
+    f = lookup(op.graph, op.type)
+    if f is None:
+        raise LookupError(f"operation '{op.name}' calls function '{op.type}', whose body the bridge "
+                          "did not trace, so it has no gradient")
+    n = op.num_inputs
+    out_mask = tuple(g is not None for g in grads)
+    if not any(out_mask):
+        return [None] * n
+    grad_fn, in_mask = f.vjp(out_mask)
+    if not any(in_mask):
+        return [None] * n
+    call = grad_fn.call(op.inputs + [g for g in grads if g is not None], name=f"{op.type}_grad")
+    outs = iter(call.outputs)
+    return [next(outs) if m else None for m in in_mask]
+
+
+call_gradient._bridge_gradient_accepts_none = True  # type: ignore[attr-defined]
+
+
+# --- tracing Python ---------------------------------------------------------------------
+
+class Trace:
+    """A Python function run in a FuncGraph, before it becomes a function:
+    ``graph``, ``arguments`` (its Placeholders), ``outputs`` and ``structure``
+    (what the Python function returned, to repack outputs into)."""
+
+    def __init__(self, graph: FuncGraph, arguments: list[Output], outputs: list[Output], structure: Any):
+        self.graph, self.arguments, self.outputs, self.structure = graph, arguments, outputs, structure
+
+    def finish(self, captured: Optional[Sequence[Output]] = None) -> TracedFunction:
+        """The function taking (arguments..., captures...).  ``captured`` fixes
+        the captures and their order (it may add ones the body does not use,
+        so sibling functions share one signature); default: the body's own."""
+        captured = list(self.graph.captures) if captured is None else list(captured)
+        inputs = self.arguments + [self.graph.capture(c) for c in captured]
+        return TracedFunction(self.graph, inputs, self.outputs, captured, structure=self.structure)
+
+
+def trace_graph(python_function: Callable, args: Sequence[Any], name: str,
+                outer_graph: Optional[Graph] = None,
+                specs: Optional[Sequence[Optional[TensorSpec]]] = None) -> Trace:
+    """Run ``python_function(*args)`` in a new FuncGraph nested in ``outer_graph``.
+
+    ``specs[i]`` (a TensorSpec) makes argument i a Placeholder of that spec;
+    None passes ``args[i]`` through as a Python value.  Returned Python
+    numbers become constants, returned Nones are left out of the outputs.
+    """
+    from .builders import Variable, constant
+    outer_graph = outer_graph if outer_graph is not None else get_default_graph()
+    fg = FuncGraph(name, outer_graph)
+    specs = list(specs) if specs is not None else [None] * len(args)
+    with fg.as_default():
+        placeholders, call_args = [], []
+        for i, (arg, spec) in enumerate(zip(args, specs)):
+            if spec is None:
+                call_args.append(arg)
+                continue
+            ph = fg.add_input(spec.dtype, spec.shape, name=_function_name(spec.name or f"arg{i}"))
+            placeholders.append(ph)
+            call_args.append(ph)
+        structure = python_function(*call_args)
+        outputs = []
+        for leaf in flatten(structure):
+            if leaf is None:
+                continue
+            if isinstance(leaf, Output):
+                leaf = fg.capture(leaf)
+            elif isinstance(leaf, Variable):
+                leaf = fg.capture(leaf.value())
+            else:
+                leaf = constant(leaf)
+            if leaf.op.type == "Placeholder":
+                # An argument or capture returned as is: TF_GraphToFunction wants an op between.
+                leaf = fg.create_op("Identity", [leaf], name="Identity").output(0)
+            outputs.append(leaf)
+    return Trace(fg, placeholders, outputs, structure)
+
+
+def trace(python_function: Callable, args: Sequence[Any], name: str,
+          outer_graph: Optional[Graph] = None, specs: Optional[Sequence[Optional[TensorSpec]]] = None
+          ) -> TracedFunction:
+    """Trace ``python_function(*args)`` into a function (see :func:`trace_graph`)."""
+    return trace_graph(python_function, args, name, outer_graph, specs).finish()
+
+
+def pack_outputs(traced: TracedFunction, values: Sequence[Output]) -> Any:
+    """Repack a call's outputs into the structure the Python function returned."""
+    leaves = flatten(traced.structure)
+    it = iter(values)
+    filled = [None if leaf is None else next(it) for leaf in leaves]
+    return pack_as(traced.structure, filled)
+
+
+class Function:
+    """A Python function traced into graph functions (see :func:`function`)."""
+
+    def __init__(self, python_function: Callable, input_signature: Optional[Sequence[Any]] = None,
+                 name: Optional[str] = None):
+        functools.update_wrapper(self, python_function, updated=())
+        self.python_function = python_function
+        self.input_signature = None if input_signature is None else [
+            TensorSpec.from_value(s) for s in input_signature]
+        self.__name__ = name or getattr(python_function, "__name__", "function")
+        self._signature = inspect.signature(python_function)
+        self._traces: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+
+    def _bind(self, args: tuple, kwargs: dict) -> list:
+        if not kwargs:
+            return list(args)
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return list(bound.args)
+
+    def _canonicalize(self, graph: Graph, args: list) -> tuple[tuple, list, list]:
+        """(cache key, specs, values to trace or call with)."""
+        from .builders import Variable, constant
+        from .tensor import Tensor
+        specs: list[Optional[TensorSpec]] = []
+        values: list = []
+        key: list = []
+        if self.input_signature is not None:
+            if len(args) != len(self.input_signature):
+                raise TypeError(f"{self.__name__}() takes {len(self.input_signature)} arguments "
+                                f"(input_signature), got {len(args)}")
+            for i, (arg, spec) in enumerate(zip(args, self.input_signature)):
+                if isinstance(arg, Variable):
+                    arg = arg.value()
+                if not isinstance(arg, Output):
+                    arg = constant(arg, spec.dtype, graph=graph)
+                if arg.dtype != spec.dtype or not spec.is_compatible_with(arg.shape):
+                    raise TypeError(f"{self.__name__}() argument {i}: '{arg.name}' "
+                                    f"({arg.dtype.name}, {arg.shape!r}) does not match {spec!r}")
+                specs.append(spec)
+                values.append(arg)
+            return ("signature",), specs, values
+        for arg in args:
+            if isinstance(arg, Variable):
+                arg = arg.value()
+            if isinstance(arg, (np.ndarray, np.generic, Tensor)):
+                arg = constant(arg, graph=graph)
+            if isinstance(arg, Output):
+                spec = TensorSpec(arg.shape, arg.dtype)
+                specs.append(spec)
+                values.append(arg)
+                key.append(("tensor",) + spec._key())
+            else:
+                try:
+                    hash(arg)
+                except TypeError:
+                    raise TypeError(f"{self.__name__}(): argument {arg!r} is neither a tensor nor a "
+                                    "hashable Python value") from None
+                specs.append(None)
+                values.append(arg)
+                key.append(("python", type(arg).__name__, arg))
+        return tuple(key), specs, values
+
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> TracedFunction:
+        """The traced function for these arguments in the default graph (tracing if new)."""
+        graph = get_default_graph()
+        return self._concrete(graph, self._bind(args, kwargs))[0]
+
+    def _concrete(self, graph: Graph, args: list) -> tuple[TracedFunction, list]:
+        key, specs, values = self._canonicalize(graph, args)
+        per_graph = self._traces.setdefault(graph, {})
+        traced = per_graph.get(key)
+        if traced is None:
+            traced = per_graph[key] = trace(self.python_function, values, self.__name__, graph, specs)
+        tensors = [v for v, s in zip(values, specs) if s is not None]
+        return traced, tensors
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        graph = get_default_graph()
+        traced, tensors = self._concrete(graph, self._bind(args, kwargs))
+        op = traced.call(tensors, name=_function_name(self.__name__))
+        if not traced.outputs:
+            return op  # nothing to return: the call op, to run for its effects
+        return pack_outputs(traced, op.outputs)
+
+    def __repr__(self) -> str:
+        return f"<bridge.function {self.__name__}>"
+
+
+def function(func: Optional[Callable] = None, *, input_signature: Optional[Sequence[Any]] = None,
+             name: Optional[str] = None) -> Any:
+    """Make a Python function a graph function (a decorator, with or without arguments)::
+
+        @bridge.function
+        def f(x, y): return x * y + 1.0
+
+        @bridge.function(input_signature=[bridge.TensorSpec([None], "float64")])
+        def g(x): ...                      # or input_signature=[("float64", [None])]
+
+    Each call adds one call op; the body is in the graph's function library
+    once per distinct signature.  ``input_signature`` (TensorSpecs, dtypes or
+    (dtype, shape) pairs) fixes one trace for every call.
+    """
+    if func is None:
+        return lambda f: Function(f, input_signature, name)
+    return Function(func, input_signature, name)
