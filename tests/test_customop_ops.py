@@ -1,0 +1,313 @@
+"""Julia custom ops built from specs, run through the whole pipeline:
+every dtype and rank 0-3, several outputs, attributes, the ADCME examples,
+errors that keep the session usable, a multi-threaded stress test and a GC test."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import customop, errors
+
+
+def _make(root: Path, name: str, spec: str, julia: str):
+    folder = root / name
+    folder.mkdir()
+    (folder / "custom_op.txt").write_text(spec)
+    (folder / f"{customop.spec.snake_case(name)}.jl").write_text(julia)
+    return customop.load(folder)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("customops")
+
+
+# --- every dtype, rank 0 to 3, several outputs, attributes -------------------
+
+ALL_TYPES_SPEC = """
+AllTypes
+double a()
+float b(n)
+int32 c(p,q)
+int64 d(r,s,t)
+bool e(k)
+string w()
+double a2() -> output
+float b2(n) -> output
+int32 c2(p,q) -> output
+int64 d2(r,s,t) -> output
+bool e2(k) -> output
+string w2() -> output
+@attr double scale = 2.0
+@attr int64 shift = 1
+@attr bool flip = true
+@attr string tag = "!"
+"""
+
+ALL_TYPES_JL = """
+function all_types(a2, b2, c2, d2, e2, w2, a, b, c, d, e, w, scale, shift, flip, tag)
+    a2[] = scale * a[]
+    b2 .= b .* Float32(scale)
+    c2 .= c .+ Int32(shift)
+    for I in CartesianIndices(d)   # TF index order: d[i, j, k] is TF's d[i-1, j-1, k-1]
+        d2[I] = d[I] + 100 * I[1] + 10 * I[2] + I[3]
+    end
+    e2 .= flip ? .!e : e
+    w2[] = uppercase(w) * tag
+    return nothing
+end
+"""
+
+
+def test_every_dtype_and_rank_with_attributes(root):
+    ops = _make(root, "AllTypes", ALL_TYPES_SPEC, ALL_TYPES_JL)
+    rng = np.random.default_rng(0)
+    a = np.float64(1.5)
+    b = rng.standard_normal(4).astype(np.float32)
+    c = rng.integers(-50, 50, (2, 3)).astype(np.int32)
+    d = rng.integers(-50, 50, (2, 3, 4)).astype(np.int64)
+    e = np.array([True, False, True])
+    g = bridge.Graph()
+    with g.as_default():
+        defaults = ops.all_types(a, b, c, d, e, b"julia")
+        custom = ops.all_types(a, b, c, d, e, b"tf", scale=-1.0, shift=-5, flip=False, tag="?")
+    with bridge.Session(g) as sess:
+        out, out2 = sess.run([defaults, custom])
+    i, j, k = np.meshgrid(np.arange(1, 3), np.arange(1, 4), np.arange(1, 5), indexing="ij")
+    assert out.a2 == 3.0 and out.a2.dtype == np.float64 and out.a2.shape == ()
+    np.testing.assert_array_equal(out.b2, b * np.float32(2.0))
+    assert out.b2.dtype == np.float32
+    np.testing.assert_array_equal(out.c2, c + 1)
+    assert out.c2.dtype == np.int32
+    np.testing.assert_array_equal(out.d2, d + 100 * i + 10 * j + k)
+    np.testing.assert_array_equal(out.e2, ~e)
+    assert out.w2[()] == b"JULIA!"
+    assert out2.a2 == -1.5 and out2.w2[()] == b"TF?"
+    np.testing.assert_array_equal(out2.c2, c - 5)
+    np.testing.assert_array_equal(out2.e2, e)
+
+
+# --- the ADCME examples -------------------------------------------------------
+
+SINKHORN_SPEC = """
+SinkhornKnopp
+double m(?,?)
+int64 iter()
+double p(?,?) -> output
+double l() -> output
+"""
+
+SINKHORN_JL = """
+function sinkhorn_knopp(p, l, m, iter)
+    n1, n2 = size(m)
+    K = exp.(-Matrix(m) ./ 0.1)
+    a, b = fill(1 / n1, n1), fill(1 / n2, n2)
+    u, v = ones(n1), ones(n2)
+    for _ in 1:iter[]
+        u = a ./ (K * v)
+        v = b ./ (K' * u)
+    end
+    P = u .* K .* v'
+    p[] = P
+    l[] = sum(P .* m)
+    return nothing
+end
+"""
+
+
+def _sinkhorn_numpy(m, iters):
+    K = np.exp(-m / 0.1)
+    a, b = np.full(m.shape[0], 1 / m.shape[0]), np.full(m.shape[1], 1 / m.shape[1])
+    u, v = np.ones(m.shape[0]), np.ones(m.shape[1])
+    for _ in range(iters):
+        u = a / (K @ v)
+        v = b / (K.T @ u)
+    P = u[:, None] * K * v[None, :]
+    return P, float((P * m).sum())
+
+
+def test_adcme_sinkhorn_knopp(root):
+    ops = _make(root, "SinkhornKnopp", SINKHORN_SPEC, SINKHORN_JL)
+    m = np.random.default_rng(1).random((5, 7))
+    g = bridge.Graph()
+    with g.as_default():
+        mp = bridge.placeholder(bridge.float64, [None, None], name="m")
+        out = ops.sinkhorn_knopp(mp, np.int64(50))
+    with bridge.Session(g) as sess:
+        p, l = sess.run(out, {mp: m})
+    p_ref, l_ref = _sinkhorn_numpy(m, 50)
+    assert p.shape == (5, 7)
+    np.testing.assert_allclose(p, p_ref, rtol=1e-10)
+    np.testing.assert_allclose(l, l_ref, rtol=1e-10)
+    np.testing.assert_allclose(p.sum(axis=1), np.full(5, 1 / 5), rtol=1e-6)
+
+
+ZERO_OUT_ROW_SPEC = """
+ZeroOutRow
+int64 indices(?,2)
+double vv(?)
+int64 bd(?)
+int64 oindices(?,2) -> output
+double ovv(?) -> output
+"""
+
+ZERO_OUT_ROW_JL = """
+function zero_out_row(oindices, ovv, indices, vv, bd)
+    keep = [!(indices[k, 1] in bd) for k in 1:size(indices, 1)]
+    oindices[] = indices[keep, :]
+    ovv[] = vv[keep]
+    return nothing
+end
+"""
+
+
+def test_adcme_zero_out_row(root):
+    ops = _make(root, "ZeroOutRow", ZERO_OUT_ROW_SPEC, ZERO_OUT_ROW_JL)
+    indices = np.array([[0, 0], [0, 2], [1, 1], [2, 0], [3, 3]], np.int64)
+    vv = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    g = bridge.Graph()
+    with g.as_default():
+        bd = bridge.placeholder(bridge.int64, [None], name="bd")
+        out = ops.zero_out_row(indices, vv, bd)
+    with bridge.Session(g) as sess:
+        oi, ov = sess.run(out, {bd: np.array([0, 3], np.int64)})
+        oi_none, ov_none = sess.run(out, {bd: np.array([9], np.int64)})
+        oi_all, ov_all = sess.run(out, {bd: np.arange(4, dtype=np.int64)})
+    np.testing.assert_array_equal(oi, [[1, 1], [2, 0]])
+    np.testing.assert_array_equal(ov, [3.0, 4.0])
+    np.testing.assert_array_equal(oi_none, indices)
+    np.testing.assert_array_equal(ov_none, vv)
+    assert oi_all.shape == (0, 2) and ov_all.shape == (0,)
+
+
+# --- errors: each a TF error with a useful message, the session stays usable ---
+
+FRAGILE_SPEC = """
+Fragile
+double x(n)
+double m(?,2)
+double y(n) -> output
+"""
+
+FRAGILE_JL = """
+fragile(y, x, m) = x[1] < 0 ? throw(DomainError(x[1], "x[1] must be non-negative")) :
+                              (y .= sqrt.(x) .+ sum(m); nothing)
+"""
+
+
+@pytest.fixture(scope="module")
+def fragile(root):
+    ops = _make(root, "Fragile", FRAGILE_SPEC, FRAGILE_JL)
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None], name="x")
+        m = bridge.placeholder(bridge.float64, None, name="m")
+        y = ops.fragile(x, m)
+    return ops, g, x, m, y
+
+
+def _ok(sess, fragile):
+    _, _, x, m, y = fragile
+    np.testing.assert_allclose(sess.run(y, {x: [4.0, 9.0], m: np.ones((1, 2))}), [4.0, 5.0])
+
+
+def test_julia_exception_is_a_tf_error_and_the_next_run_works(fragile):
+    _, g, x, m, y = fragile
+    with bridge.Session(g) as sess:
+        with pytest.raises(errors.InvalidArgumentError) as info:
+            sess.run(y, {x: [-1.0, 1.0], m: np.ones((1, 2))})
+        message = str(info.value)
+        assert "Fragile" in message and "fragile" in message
+        assert "DomainError" in message and "x[1] must be non-negative" in message
+        _ok(sess, fragile)
+
+
+def test_wrong_shape_names_the_op_and_argument(fragile):
+    _, g, x, m, y = fragile
+    with bridge.Session(g) as sess:
+        with pytest.raises(errors.InvalidArgumentError, match=r"Fragile.*'m'") as info:
+            sess.run(y, {x: [1.0], m: np.ones((3, 3))})
+        assert "3" in str(info.value)
+        _ok(sess, fragile)
+
+
+def test_wrong_dtype_is_refused_with_the_op_named(fragile):
+    ops, g, x, m, y = fragile
+    with g.as_default():
+        xi = bridge.placeholder(bridge.int32, [None], name="xi")
+        with pytest.raises((TypeError, errors.InvalidArgumentError), match="(?i)fragile"):
+            ops.fragile(xi, m)
+    with bridge.Session(g) as sess:  # a value of the wrong dtype at run time: TF's own error
+        with pytest.raises(errors.InvalidArgumentError, match="double"):
+            sess.run(y, {x: bridge.Tensor(np.ones(2, np.float32)), m: np.ones((1, 2))})
+        _ok(sess, fragile)
+
+
+def test_missing_julia_function_is_not_found_and_the_next_run_works(root, fragile):
+    orphan = _make(root, "Orphan", "Orphan\ndouble x(n)\ndouble y(n) -> output\n@forward orphan_never_defined\n",
+                   "# the forward function is deliberately missing\n")
+    _, g, x, m, y = fragile
+    with g.as_default():
+        z = orphan.orphan(x)
+    with bridge.Session(g) as sess:
+        with pytest.raises(errors.NotFoundError, match="orphan_never_defined"):
+            sess.run(z, {x: [1.0]})
+        _ok(sess, fragile)
+
+
+# --- stress: TF's multi-threaded executor, many Python threads and sessions ---
+
+@pytest.mark.slow
+def test_stress_eight_threads_two_hundred_sessions_each(root):
+    ops = _make(root, "JlAffine", "JlAffine\ndouble x(n)\ndouble y(n) -> output\n@attr double k = 1.0\n",
+                "jl_affine(y, x, k) = (y .= k .* x .+ 1; nothing)\n")
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None], name="x")
+        ys = [ops.jl_affine(x, k=float(k)) for k in range(1, 5)]  # independent: TF runs them in parallel
+    failures: list = []
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(200):
+                xv = np.arange(64.0) + 1000 * t + i
+                with bridge.Session(g) as sess:  # the default executor: kernels on TF's pool threads
+                    outs = sess.run(ys, {x: xv})
+                for k, out in enumerate(outs, start=1):
+                    if not np.array_equal(out, k * xv + 1):
+                        failures.append((t, i, k))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=900)
+    assert not any(th.is_alive() for th in threads), "deadlock: threads still running after 900 s"
+    assert not failures, failures[:5]
+
+
+# --- GC: a body that allocates and collects on every call ---------------------
+
+@pytest.mark.slow
+def test_gc_in_every_call_ten_thousand_runs(root):
+    ops = _make(root, "GcHeavy", "GcHeavy\ndouble x(n)\ndouble y(n) -> output\n",
+                "function gc_heavy(y, x)\n"
+                "    garbage = [rand(256) for _ in 1:100]\n"
+                "    GC.gc()\n"
+                "    y .= 2 .* x .+ (length(garbage) - 100)\n"
+                "    return nothing\nend\n")
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None], name="x")
+        y = ops.gc_heavy(x)
+    with bridge.Session(g) as sess:
+        for i in range(10_000):
+            xv = np.full(16, float(i))
+            out = sess.run(y, {x: xv})
+            assert np.array_equal(out, 2 * xv), i
