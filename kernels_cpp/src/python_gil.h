@@ -38,8 +38,8 @@ class GilAcquire {
   GilAcquire& operator=(const GilAcquire&) = delete;
 
  private:
-  bool held_ = false;
-  int state_ = 0;  // PyGILState_STATE
+  bool counted_ = false;  // Python was there: this guard counts in the thread's nesting depth
+  bool held_ = false;     // this guard took the GIL (the outermost one on its thread)
 };
 
 }  // namespace detail
