@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia demo test bench clean
+.PHONY: all setup julia demo test test-quick bench clean
 
 all: test
 
@@ -33,8 +33,14 @@ test: setup
 	@$(PY) -m pytest -q -rs tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
+# The same suite without the two slow stress tests (the GC test alone takes ~9 min).
+test-quick: setup
+	@$(PY) -m pytest -q -rs -m "not slow" tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+# Each benchmark prints its figure as a ratio to an anchor measured in the same run.
 bench: setup
-	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
 
 clean:
 	rm -rf build .pytest_cache

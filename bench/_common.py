@@ -50,3 +50,20 @@ def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, rati
     for label, value, unit in rows:
         print(f"  {label:<48s} {value:12.2f} {unit}")
     print(f"  {ratio_name:<48s} {ratio:12.3f}x   (goal: {goal})")
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def julia_op(name: str, spec: str, julia_source: str):
+    """Build (or reuse) a Julia custom op for a benchmark under build/bench/,
+    and return its generated op module."""
+    import bridge
+    from bridge.customop.codegen import julia_file_name
+    from bridge.customop.spec import parse
+
+    folder = REPO / "build" / "bench" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "custom_op.txt").write_text(spec)
+    (folder / julia_file_name(parse(spec, str(folder / "custom_op.txt")))).write_text(julia_source)
+    return bridge.customop.load(folder)
