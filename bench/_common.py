@@ -2,6 +2,7 @@
 anchor in a separate process (TensorFlow must never share a process with Julia)."""
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -31,18 +32,8 @@ def run_anchor(code: str, timeout: float = 600) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-ANCHOR_TIMER = '''
-import time
-def per_call_us(fn, calls, repeats=5):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best * 1e6
-'''
+# The same timer for the anchor's subprocess, from this function's own source.
+ANCHOR_TIMER = "import time\nfrom typing import Callable\n" + inspect.getsource(per_call_us)
 
 
 def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, ratio: float, goal: str) -> None:

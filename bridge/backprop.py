@@ -872,16 +872,11 @@ def _rsqrt_grad_grad(op, grad):
     return _mul(_c(y, -1.5), grad, dy, _op("Square", [y])), _op("RsqrtGrad", [y, grad])
 
 
+@RegisterGradient("InvGrad")  # InvGrad is ReciprocalGrad's older name
 @RegisterGradient("ReciprocalGrad")
 def _reciprocal_grad_grad(op, grad):
     y, dy = op.inputs
-    return _mul(grad, _c(y, -2.0), dy, y), _op("ReciprocalGrad", [y, grad])
-
-
-@RegisterGradient("InvGrad")
-def _inv_grad_grad(op, grad):
-    y, dy = op.inputs
-    return _mul(grad, _c(y, -2.0), dy, y), _op("InvGrad", [y, grad])
+    return _mul(grad, _c(y, -2.0), dy, y), _op(op.type, [y, grad])
 
 
 @RegisterGradient("ReluGrad")

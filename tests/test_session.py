@@ -97,3 +97,18 @@ def test_graphdef_round_trip_with_prefix_and_input_map(graph):
     assert sq.name == "imp/sq:0"
     with bridge.Session(g2) as s:
         np.testing.assert_array_equal(s.run(sq), np.full((1, 3), 4.0))
+
+
+def test_small_graphs_run_in_the_caller_thread_large_ones_on_the_pool(graph):
+    x = graph.get_tensor_by_name("x:0")
+    s = bridge.Session(graph)
+    np.testing.assert_array_equal(s.run("sq:0", {x: [[1.0, 2.0, 3.0]]}), [[1.0, 4.0, 9.0]])
+    assert s._graph_is_small()
+    with graph.as_default():  # the graph grows past the limit: the count resumes where it stopped
+        y = x
+        for _ in range(20):
+            y = graph.create_op("Neg", [y], attrs={"T": dtypes.float64}).output(0)
+    assert not s._graph_is_small()
+    np.testing.assert_array_equal(s.run(y, {x: [[1.0, 2.0, 3.0]]}), [[1.0, 2.0, 3.0]])
+    off = bridge.Session(graph, config=bridge.SessionConfig(inline_small_graphs=0))
+    assert not off._graph_is_small()
