@@ -15,19 +15,47 @@ copy (see ENVIRONMENT notes: other orders hang or segfault).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib.util
 import os
 import threading
 from pathlib import Path
 
-from cffi import FFI
+import cffi
 
 _DECL_DIR = Path(__file__).resolve().parent / "decl"
 _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h")
 
-ffi = FFI()
-for _name in _DECL_FILES:
-    ffi.cdef((_DECL_DIR / _name).read_text())
+
+def _make_ffi():
+    """The FFI of decl/*.h. Parsing them with pycparser costs about 70 ms, so
+    the parsed form is emitted once as an out-of-line ABI module (cffi's
+    pure-Python form, no compiler involved) in the cache and imported after."""
+    source = "".join((_DECL_DIR / name).read_text() for name in _DECL_FILES)
+    key = hashlib.sha256((cffi.__version__ + source).encode()).hexdigest()[:16]
+    module_name = f"_bridge_tf_ffi_{key}"
+    try:
+        from ._paths import cache_dir
+        path = cache_dir() / "ffi" / f"{module_name}.py"
+        if not path.exists():
+            builder = cffi.FFI()
+            builder.cdef(source)
+            builder.set_source(module_name, None)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            builder.emit_python_code(str(tmp))
+            os.replace(tmp, path)  # atomic: concurrent first imports never see half a file
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.ffi
+    except OSError:  # no writable cache: parse in memory
+        built = cffi.FFI()
+        built.cdef(source)
+        return built
+
+
+ffi = _make_ffi()
 
 
 class CTypes:
