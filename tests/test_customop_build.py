@@ -335,3 +335,31 @@ def test_generated_gradtest_script_passes(twice):
                           text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "Twice: gradcheck PASS" in proc.stdout
+
+
+def test_prune_keeps_the_newest_builds_and_drops_leftovers(tmp_path):
+    import os
+    import time as _time
+
+    from bridge.customop.build import STALE_SECONDS, prune
+
+    root = tmp_path / "build"
+    root.mkdir()
+    now = _time.time()
+    keys = [f"{i:016x}" for i in range(5)]
+    for age, key in enumerate(reversed(keys)):  # keys[4] newest ... keys[0] oldest
+        (root / key).mkdir()
+        (root / f".{key}.lock").write_text("")
+        os.utime(root / key, (now - age * 60, now - age * 60))
+    (root / f"{keys[2]}.failed").mkdir()                    # an older failed attempt of another key
+    (root / f".{keys[4]}.abcd").mkdir()                      # a build running now
+    killed = root / f".{keys[1]}.dead"
+    killed.mkdir()
+    os.utime(killed, (now - 2 * STALE_SECONDS,) * 2)  # left by a build killed long ago
+    prune(root, keep=keys[0])
+    left = sorted(p.name for p in root.iterdir())
+    assert keys[4] in left and keys[3] in left and keys[2] in left  # the three newest
+    assert keys[0] in left                                          # the one just built, however old
+    assert keys[1] not in left and f".{keys[1]}.lock" not in left
+    assert f"{keys[2]}.failed" not in left and f".{keys[1]}.dead" not in left
+    assert f".{keys[4]}.abcd" in left                                # not stale: may be in progress

@@ -120,6 +120,29 @@ def _build_locked(spec: OpSpec, root: Path, key: str, report: Progress) -> None:
     shutil.rmtree(failed, ignore_errors=True)
     library = root / key / library_name(spec)
     report(f"building {spec.name}: done in {time.monotonic() - started:.1f} s -> {library}")
+    prune(root, keep=key)
+
+
+KEEP_BUILDS = 3                  # complete builds kept per op folder, newest first
+STALE_SECONDS = 24 * 3600        # a temporary build folder this old was left by a killed build
+
+
+def prune(root: Path, keep: str) -> None:
+    """Remove what earlier builds left in ``root``: complete builds beyond the
+    newest KEEP_BUILDS (``keep`` always stays), other keys' failed builds, and
+    temporary folders of killed builds.  A process that loaded a library
+    removed here keeps its mapping (Linux unlinks, it does not unmap)."""
+    entries = [p for p in root.iterdir() if p.is_dir()]
+    complete = sorted((p for p in entries if len(p.name) == 16 and all(c in "0123456789abcdef" for c in p.name)),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+    superseded = [p for p in complete[KEEP_BUILDS:] if p.name != keep]
+    now = time.time()
+    leftovers = [p for p in entries if (p.name.endswith(".failed") and p.name != f"{keep}.failed")
+                 or (p.name.startswith(".") and now - p.stat().st_mtime > STALE_SECONDS)]
+    for path in superseded + leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+    for path in superseded:
+        (root / f".{path.name}.lock").unlink(missing_ok=True)
 
 
 def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
