@@ -48,13 +48,15 @@ def _gradtest(args: argparse.Namespace) -> int:
     convergence test of its gradient); exit status 1 on FAIL."""
     import subprocess
 
-    from .customop import build
+    from .customop import SPEC_FILE, build, parse_file
+    from .customop.spec import has_gradient
 
-    library = build(args.dir)
-    script = library.parent / "gradtest.py"
-    if not script.is_file():
-        raise FileNotFoundError(f"{script} not found: the op has no gradient to test "
-                                "(no float input or no float output)")
+    spec = parse_file(Path(args.dir) / SPEC_FILE)
+    if not has_gradient(spec):
+        print(f"tfbridge: {spec.name} has no gradient to test: it needs a float input and a float output "
+              f"(double or float) in {spec.path}", file=sys.stderr)
+        return 1
+    script = build(args.dir).parent / "gradtest.py"
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
     return subprocess.call([sys.executable, str(script), "--plot", plot])
 

@@ -87,3 +87,18 @@ def test_folder_without_the_c_api_library_is_named(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "import bridge; bridge.Graph()"], capture_output=True, text=True,
                           env=env, timeout=120)
     assert "libtensorflow_framework.so.2" in proc.stderr and "libtensorflow_cc.so.2" in proc.stderr
+
+
+def test_unwritable_cache_falls_back_to_parsing_the_declarations(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    env = dict(os.environ, TFBRIDGE_CACHE_DIR=str(blocker / "cache"))
+    code = ("import numpy as np, bridge\n"
+            "g = bridge.Graph()\n"
+            "with g.as_default():\n"
+            "    x = bridge.placeholder(bridge.float64, [2], name='x')\n"
+            "    y = g.create_op('Identity', [x], attrs={'T': bridge.float64}).output(0)\n"
+            "print(bridge.Session(g).run(y, {x: np.ones(2)}).sum())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "2.0"

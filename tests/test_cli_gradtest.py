@@ -56,3 +56,13 @@ def test_an_op_name_tensorflow_already_has_is_refused(tmp_path):
     customop.init("Square", folder)
     with pytest.raises(customop.SpecError, match="TensorFlow already has an op named Square"):
         customop.load(folder)
+
+
+def test_an_op_without_float_arguments_has_no_gradient_to_test(tmp_path):
+    folder = tmp_path / "count"
+    folder.mkdir()
+    (folder / "custom_op.txt").write_text("JlCountPositive\nint64 x(n)\nint64 c() -> output\n")
+    (folder / "jl_count_positive.jl").write_text("jl_count_positive(c, x) = (c[] = count(>(0), x); nothing)\n")
+    proc = _gradtest(folder)
+    assert proc.returncode == 1
+    assert "no gradient to test" in proc.stderr
