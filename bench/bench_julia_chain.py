@@ -2,11 +2,15 @@
 
 Compared, in the same run, with the same chain of native Tanh ops and (in a
 separate process, stock TensorFlow) with tf.numpy_function(np.tanh).
-Two modes for the Julia op:
+Three modes for the Julia op:
 - direct: Session(julia_thread=True) runs the graph on Julia's thread, so
   each kernel calls Julia directly;
-- handed over: TF's default executor runs kernels on its pool threads, and
-  each hands its call to Julia's thread and waits.
+- pool: TF's multi-threaded executor (the default for graphs of more than 16
+  ops) runs kernels on its pool threads; each posts its call to Julia's
+  thread and returns to the pool;
+- caller's thread: TF runs the graph in the thread calling Session.run (the
+  default for small graphs; forced here with inline_small_graphs): the first
+  Julia op is posted to Julia's thread, which then runs the rest of the chain.
 """
 import sys
 from pathlib import Path
@@ -49,11 +53,14 @@ def per_op_us(graph_x_y, config) -> float:
 native_graph, julia_graph = chain(ops.tanh), chain(jl.jl_tanh)
 inline = bridge.SessionConfig(julia_thread=True)
 inline_native = bridge.SessionConfig(inter_op_parallelism_threads=-1)
+callers_thread = bridge.SessionConfig(inline_small_graphs=CHAIN + 10)
 results = {
     "native Tanh, default executor": per_op_us(native_graph, None),
     "native Tanh, inline executor": per_op_us(native_graph, inline_native),
+    "native Tanh, on Julia's thread (julia_thread)": per_op_us(native_graph, inline),
     "Julia op, direct on Julia's thread (inline)": per_op_us(julia_graph, inline),
-    "Julia op, handed over from TF's pool threads": per_op_us(julia_graph, None),
+    "Julia op, TF's pool threads post to Julia": per_op_us(julia_graph, None),
+    "Julia op, caller's thread runs the graph": per_op_us(julia_graph, callers_thread),
 }
 numpy_function = run_anchor(ANCHOR_TIMER + f'''
 import json, numpy as np, tensorflow as tf
@@ -67,13 +74,28 @@ value = np.linspace(-1, 1, {SIZE})
 print(json.dumps({{"us": per_call_us(lambda: sess.run(y, {{x: value}}), {CALLS} // 10) / {CHAIN}}}))
 ''')["us"]
 results["tf.numpy_function(np.tanh), stock TF (anchor)"] = numpy_function
+# The Julia function alone, called from Julia: the part of an op's cost the
+# bridge cannot remove (Julia's tanh is exact and scalar; Eigen's is a
+# vectorised approximation).
+results["jl_tanh alone, called in Julia (no TF, no bridge)"] = bridge.julia.eval(f"""
+    let x = collect(range(-1, 1, length={SIZE})), y = similar(x)
+        jl_tanh(y, x)
+        minimum(@elapsed(for _ in 1:100_000; jl_tanh(y, x); end) for _ in 1:5) / 100_000 * 1e6
+    end""")
 
 rows = [(k, v, "us/op") for k, v in results.items()]
 direct = results["Julia op, direct on Julia's thread (inline)"]
-handed = results["Julia op, handed over from TF's pool threads"]
+pool = results["Julia op, TF's pool threads post to Julia"]
+callers = results["Julia op, caller's thread runs the graph"]
 report("Chain of 100 ops, tanh on 10 doubles", rows,
        "Julia direct / native (same inline executor)", direct / results["native Tanh, inline executor"],
        "<= 2x")
 print(f"  {'Julia direct / native (default executor)':<48s} {direct / results['native Tanh, default executor']:12.3f}x")
+same_thread = direct / results["native Tanh, on Julia's thread (julia_thread)"]
+label = "Julia direct / native, both on Julia's thread"
+print(f"  {label:<48s} {same_thread:12.3f}x")
+body = results["jl_tanh alone, called in Julia (no TF, no bridge)"]
+print(f"  {'bridge cost per op: (direct - body) / native':<48s} {(direct - body) / results['native Tanh, inline executor']:12.3f}x")
 print(f"  {'Julia direct / tf.numpy_function':<48s} {direct / numpy_function:12.3f}x   (goal: < 1x)")
-print(f"  {'Julia handed over / tf.numpy_function':<48s} {handed / numpy_function:12.3f}x   (goal: < 1x)")
+print(f"  {'Julia pool / tf.numpy_function':<48s} {pool / numpy_function:12.3f}x   (goal: < 1x)")
+print(f"  {'Julia in the caller thread / tf.numpy_function':<48s} {callers / numpy_function:12.3f}x   (goal: < 1x)")

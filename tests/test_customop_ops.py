@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import customop, errors
+from bridge import customop, errors, julia
 
 
 def _make(root: Path, name: str, spec: str, julia: str):
@@ -270,12 +270,15 @@ def test_stress_eight_threads_two_hundred_sessions_each(root):
         x = bridge.placeholder(bridge.float64, [None], name="x")
         ys = [ops.jl_affine(x, k=float(k)) for k in range(1, 5)]  # independent: TF runs them in parallel
     failures: list = []
+    # TF's multi-threaded executor, even for this small graph (which by default
+    # would run in the caller's thread): every kernel runs on TF's pool threads.
+    pool = bridge.SessionConfig(inline_small_graphs=0)
 
     def worker(t: int) -> None:
         try:
             for i in range(200):
                 xv = np.arange(64.0) + 1000 * t + i
-                with bridge.Session(g) as sess:  # the default executor: kernels on TF's pool threads
+                with bridge.Session(g, config=pool) as sess:
                     outs = sess.run(ys, {x: xv})
                 for k, out in enumerate(outs, start=1):
                     if not np.array_equal(out, k * xv + 1):
@@ -283,6 +286,7 @@ def test_stress_eight_threads_two_hundred_sessions_each(root):
         except BaseException as exc:  # reported below
             failures.append(exc)
 
+    direct_before, handed_before = julia.call_counts()
     threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(8)]
     for th in threads:
         th.start()
@@ -290,6 +294,9 @@ def test_stress_eight_threads_two_hundred_sessions_each(root):
         th.join(timeout=900)
     assert not any(th.is_alive() for th in threads), "deadlock: threads still running after 900 s"
     assert not failures, failures[:5]
+    direct_after, handed_after = julia.call_counts()
+    # Every call came from a pool thread, none from Julia's own.
+    assert (direct_after - direct_before, handed_after - handed_before) == (0, 8 * 200 * 4)
 
 
 # --- GC: a body that allocates and collects on every call ---------------------

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <unordered_map>
 
 namespace tfjl {
 namespace detail {
@@ -78,8 +79,28 @@ void assign(std::string* out, jl_value_t* s) { out->assign(jl_string_data(s), jl
 
 }  // namespace
 
+// The symbol of a plain name, cached by the address of the caller's string
+// (a kernel passes the same literal on every call) and checked against its
+// text, so a reused address with new contents is looked up again.  Only
+// Julia's thread touches it.  Symbols are permanent: caching them is safe,
+// and the binding itself is read on every call, so redefinitions still count.
+jl_sym_t* cached_symbol(const char* name) {
+  struct Entry {
+    std::string text;
+    jl_sym_t* symbol;
+  };
+  static std::unordered_map<const char*, Entry> cache;
+  auto it = cache.find(name);
+  if (it != cache.end() && it->second.text == name) return it->second.symbol;
+  if (cache.size() >= 4096) cache.clear();  // callers building names on the fly
+  jl_sym_t* symbol = jl_symbol(name);
+  cache[name] = Entry{name, symbol};
+  return symbol;
+}
+
 jl_value_t* resolve_function(const char* name) {
   if (name == nullptr || *name == '\0') return nullptr;
+  if (std::strchr(name + 1, '.') == nullptr) return jl_get_global(jl_main_module, cached_symbol(name));
   jl_module_t* module = jl_main_module;
   const char* p = name;
   // A leading '.' belongs to the name (broadcast operators such as .+).

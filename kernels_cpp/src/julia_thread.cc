@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "python_gil.h"
@@ -17,7 +18,24 @@ constexpr size_t kJuliaStackBytes = size_t{64} << 20;
 // How long a handed-over call waits before it explains a likely deadlock.
 constexpr auto kSlowWait = std::chrono::seconds(30);
 
-thread_local bool t_on_julia_thread = false;
+// How long Julia's thread keeps looking for new work before it sleeps:
+// TFBRIDGE_JULIA_POLL_US microseconds, 50 by default, 0 to sleep at once.
+// See README.md, "Waiting for work".
+std::chrono::nanoseconds poll_time() {
+  const char* v = std::getenv("TFBRIDGE_JULIA_POLL_US");
+  char* end = nullptr;
+  const long us = v != nullptr ? std::strtol(v, &end, 10) : -1;
+  if (v == nullptr || end == v || *end != '\0' || us < 0) return std::chrono::microseconds(50);
+  return std::chrono::microseconds(us > 10000 ? 10000 : us);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 }  // namespace
 
@@ -26,7 +44,13 @@ JuliaThread& JuliaThread::instance() {
   return *self;
 }
 
-bool JuliaThread::on_julia_thread() { return t_on_julia_thread; }
+// pthread_self() rather than a thread_local: this runs on every call, and a
+// thread_local in a dlopen'ed library costs a __tls_get_addr call each time.
+bool JuliaThread::on_julia_thread() {
+  const JuliaThread& self = instance();
+  return self.has_thread_.load(std::memory_order_acquire) &&
+         pthread_equal(self.thread_.load(std::memory_order_relaxed), pthread_self());
+}
 
 std::string JuliaThread::ensure_started(const InitParams* given) {
   if (ready()) return "";
@@ -62,7 +86,8 @@ std::string JuliaThread::ensure_started(const InitParams* given) {
 
 void* JuliaThread::thread_main(void* arg) {
   auto* self = static_cast<JuliaThread*>(arg);
-  t_on_julia_thread = true;
+  self->thread_.store(pthread_self(), std::memory_order_relaxed);
+  self->has_thread_.store(true, std::memory_order_release);
   std::string err;
   try {
     err = self->side_->initialise(self->params_);
@@ -84,19 +109,21 @@ void* JuliaThread::thread_main(void* arg) {
 
 void JuliaThread::serve() {
   for (;;) {
-    Task* batch = nullptr;
-    {
-      const int gc_state = side_->idle_begin();
-      std::unique_lock<std::mutex> lock(queue_mutex_);
-      queue_cv_.wait(lock, [this] { return head_ != nullptr; });
-      batch = head_;  // take everything queued: one lock round trip per burst
-      head_ = tail_ = nullptr;
-      lock.unlock();
-      side_->idle_end(gc_state);  // may wait for a collection in progress
-    }
+    Task* batch = take_work();
     while (batch != nullptr) {
       Task* task = batch;
       batch = task->next;  // read first: the owner may return as soon as the task is done
+      if (task->posted) {
+        try {
+          task->fn(task->ctx);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not): %s\n", e.what());
+        } catch (...) {
+          std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
+        }
+        delete task;
+        continue;
+      }
       try {
         task->fn(task->ctx);
       } catch (...) {
@@ -109,8 +136,54 @@ void JuliaThread::serve() {
   }
 }
 
+Task* JuliaThread::take_work() {
+  static const std::chrono::nanoseconds poll = poll_time();
+  const int gc_state = side_->idle_begin();
+  // Waking a sleeping thread costs 5-70 us on these VMs (idle vCPUs halt at
+  // once), far more than a call; work often follows work within
+  // microseconds (the next op of a chain, the next run), so look for it
+  // briefly first, as TF's own Eigen pool threads do.  Nobody waits on this:
+  // a caller either sleeps on its task or has returned (posted tasks).
+  if (poll.count() > 0 && !pending_.load(std::memory_order_acquire)) {
+    const auto until = std::chrono::steady_clock::now() + poll;
+    for (int spins = 0; !pending_.load(std::memory_order_acquire); ++spins) {
+      cpu_relax();
+      if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
+    }
+  }
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  if (head_ == nullptr) {
+    sleeping_ = true;
+    queue_cv_.wait(lock, [this] { return head_ != nullptr; });
+    sleeping_ = false;
+  }
+  Task* batch = head_;  // take everything queued: one lock round trip per burst
+  head_ = tail_ = nullptr;
+  pending_.store(false, std::memory_order_relaxed);
+  lock.unlock();
+  side_->idle_end(gc_state);  // may wait for a collection in progress
+  return batch;
+}
+
+void JuliaThread::enqueue(Task* task) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (tail_ != nullptr) {
+      tail_->next = task;
+    } else {
+      head_ = task;
+    }
+    tail_ = task;
+    pending_.store(true, std::memory_order_release);
+    wake = sleeping_;
+  }
+  // A polling thread sees pending_; only a sleeping one needs the (costly) futex wake.
+  if (wake) queue_cv_.notify_one();
+}
+
 void JuliaThread::run(void (*fn)(void*), void* ctx) {
-  if (t_on_julia_thread) {
+  if (on_julia_thread()) {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
     fn(ctx);
     // On Julia >= 1.9 a foreign thread could instead adopt itself
@@ -121,18 +194,23 @@ void JuliaThread::run(void (*fn)(void*), void* ctx) {
   Task task;
   task.fn = fn;
   task.ctx = ctx;
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    if (tail_ != nullptr) {
-      tail_->next = &task;
-    } else {
-      head_ = &task;
-    }
-    tail_ = &task;
-  }
-  queue_cv_.notify_one();
+  enqueue(&task);
   wait_for(task);
   if (task.error) std::rethrow_exception(task.error);
+}
+
+void JuliaThread::post(void (*fn)(void*), void* ctx) {
+  if (on_julia_thread()) {
+    direct_calls_.fetch_add(1, std::memory_order_relaxed);
+    fn(ctx);
+    return;
+  }
+  handed_over_calls_.fetch_add(1, std::memory_order_relaxed);
+  auto* task = new Task();
+  task->fn = fn;
+  task->ctx = ctx;
+  task->posted = true;
+  enqueue(task);
 }
 
 void JuliaThread::wait_for(Task& task) {

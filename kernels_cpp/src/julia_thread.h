@@ -17,12 +17,14 @@
 namespace tfjl {
 namespace detail {
 
-// One unit of work handed to Julia's thread.  It lives on the caller's stack
-// for the duration of the call, so queueing allocates nothing.
+// One unit of work handed to Julia's thread.  A waited-for task lives on the
+// caller's stack for the duration of the call, so queueing allocates nothing;
+// a posted one (nobody waits) is allocated by post() and deleted once run.
 struct Task {
   void (*fn)(void*) = nullptr;
   void* ctx = nullptr;
   Task* next = nullptr;
+  bool posted = false;
   std::exception_ptr error;
   std::mutex mutex;  // guards done
   std::condition_variable cv;
@@ -50,6 +52,10 @@ class JuliaThread {
   // must be ready.  Rethrows a C++ exception thrown by fn.
   void run(void (*fn)(void*), void* ctx);
 
+  // Queues fn(ctx) for Julia's thread and returns at once (runs it directly
+  // when already there).  fn must not throw.  Julia must be ready.
+  void post(void (*fn)(void*), void* ctx);
+
   uint64_t direct_calls() const { return direct_calls_.load(std::memory_order_relaxed); }
   uint64_t handed_over_calls() const { return handed_over_calls_.load(std::memory_order_relaxed); }
 
@@ -64,6 +70,10 @@ class JuliaThread {
   JuliaThread() = default;
   static void* thread_main(void* self);
   void serve();
+  void enqueue(Task* task);
+  // The next burst of queued tasks; polls briefly before sleeping (README.md,
+  // "Waiting for work").
+  Task* take_work();
   void wait_for(Task& task);
 
   std::atomic<int> state_{kNotStarted};
@@ -73,10 +83,14 @@ class JuliaThread {
   InitParams params_;
   const JuliaSide* side_ = nullptr;
 
-  std::mutex queue_mutex_;  // guards head_ and tail_
+  std::mutex queue_mutex_;  // guards head_, tail_ and sleeping_
   std::condition_variable queue_cv_;
   Task* head_ = nullptr;
   Task* tail_ = nullptr;
+  bool sleeping_ = false;            // Julia's thread waits on queue_cv_: enqueue must wake it
+  std::atomic<bool> pending_{false};  // head_ != nullptr, readable without the lock while polling
+  std::atomic<pthread_t> thread_{};  // Julia's thread, once it runs
+  std::atomic<bool> has_thread_{false};
 
   std::atomic<uint64_t> direct_calls_{0};
   std::atomic<uint64_t> handed_over_calls_{0};

@@ -2,21 +2,34 @@
 // templates/, or hand-written): TF tensors -> tfjl::Arg, the call, and the
 // error / dynamic-output / string-output handling around it.
 //
-// A kernel's Compute typically reads:
+// A kernel derives from tfjl::JuliaKernel and says what to pass and what to
+// do with the results:
 //
-//   Tensor* y = nullptr;
-//   OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
-//   std::vector<tfjl::Arg> args;
-//   args.push_back(tfjl::OutputArg(y));             // outputs, inputs, attrs: CONTRACT.md
-//   args.push_back(tfjl::InputArg(ctx->input(0)));
-//   OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "my_op!", args));
-//   OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));  // dynamic and string outputs
+//   class MyOp : public tfjl::JuliaKernel {
+//    public:
+//     explicit MyOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "my_op!") {}
+//     absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+//       Tensor* y = nullptr;
+//       TF_RETURN_IF_ERROR(ctx->allocate_output(0, ctx->input(0).shape(), &y));
+//       args->push_back(tfjl::OutputArg(y));             // outputs, inputs, attrs: CONTRACT.md
+//       args->push_back(tfjl::InputArg(ctx->input(0)));
+//       return absl::OkStatus();
+//     }
+//     absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
+//       return tfjl::FinishOutput(ctx, 0, args[0]);  // dynamic and string outputs
+//     }
+//
+// (Not OP_REQUIRES: TF aborts when it fails in an asynchronous kernel.)
+//   };
+//
+// Or, in a kernel of its own, call tfjl::CallJulia(ctx, "my_op!", args).
 //
 // Build: include folders kernels_cpp/include and TF's include; link the
 // runtime (bridge.julia_runtime.link_args()) and libtensorflow_framework.
 #ifndef TFJL_KERNEL_H_
 #define TFJL_KERNEL_H_
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -213,6 +226,90 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
   }
   return absl::OkStatus();
 }
+
+// The base of a kernel whose work is one call of a Julia function.
+//
+// A kernel created on Julia's thread (a Session(julia_thread=True), which
+// runs its graph there) is synchronous and calls Julia directly.  Anywhere
+// else it is asynchronous: TF's pool thread prepares the call, queues it for
+// Julia's thread and returns to the pool; Julia's thread makes the call,
+// finishes the outputs and tells TF the op is done.  So no pool thread waits
+// for Julia, and a run of consecutive Julia ops is not paying for two thread
+// wake-ups each.  TFBRIDGE_JULIA_ASYNC=0 makes every kernel synchronous
+// (pool threads then hand each call over and sleep until it is done).
+class JuliaKernel : public tensorflow::AsyncOpKernel {
+ public:
+  JuliaKernel(tensorflow::OpKernelConstruction* ctx, const char* function)
+      : AsyncOpKernel(ctx), function_(function), async_(!on_julia_thread() && AsyncEnabled()) {}
+
+  // TF's executor asks this once, when it builds the kernel into a graph.
+  tensorflow::AsyncOpKernel* AsAsync() override { return async_ ? this : nullptr; }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    // Not OP_REQUIRES: TF forbids it in asynchronous kernels, and this one may be.
+    std::vector<Arg> args;
+    absl::Status status = Prepare(ctx, &args);
+    if (status.ok()) status = CallJulia(ctx, function_, args);
+    if (status.ok()) status = Finish(ctx, args);
+    if (!status.ok()) ctx->SetStatus(status);
+  }
+
+  void ComputeAsync(tensorflow::OpKernelContext* ctx, DoneCallback done) override {
+    if (on_julia_thread()) {  // an asynchronous kernel can still be run here (inline executors)
+      Compute(ctx);
+      done();
+      return;
+    }
+    auto* pending = new Pending{this, ctx, std::move(done), {}};
+    absl::Status status = Prepare(ctx, &pending->args);
+    if (!status.ok()) {
+      ctx->SetStatus(status);
+      Pending::Complete(pending);
+      return;
+    }
+    call_julia_async(function_, pending->args, &Pending::Called, pending);
+  }
+
+ protected:
+  // Validates the inputs, allocates the outputs of known shape and fills
+  // `args` (Julia's calling convention: CONTRACT.md).
+  virtual absl::Status Prepare(tensorflow::OpKernelContext* ctx, std::vector<Arg>* args) = 0;
+  // After a successful call: outputs sized by Julia, strings, checks.
+  virtual absl::Status Finish(tensorflow::OpKernelContext* /*ctx*/, std::vector<Arg>& /*args*/) {
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Pending {
+    JuliaKernel* kernel;
+    tensorflow::OpKernelContext* ctx;
+    DoneCallback done;
+    std::vector<Arg> args;
+
+    static void Complete(Pending* p) {
+      DoneCallback done = std::move(p->done);
+      delete p;
+      done();
+    }
+    // Runs on Julia's thread once the call is over (outside the GIL).
+    static void Called(void* self, std::string error, int kind) {
+      auto* p = static_cast<Pending*>(self);
+      absl::Status status = error.empty() && kind == kOk
+                                ? p->kernel->Finish(p->ctx, p->args)
+                                : ErrorStatus(p->kernel->type_string(), p->kernel->function_, kind, error);
+      if (!status.ok()) p->ctx->SetStatus(status);
+      Complete(p);
+    }
+  };
+
+  static bool AsyncEnabled() {
+    const char* v = std::getenv("TFBRIDGE_JULIA_ASYNC");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }
+
+  const char* const function_;
+  const bool async_;
+};
 
 }  // namespace tfjl
 

@@ -45,6 +45,14 @@ enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal =
 // first use if nobody called tfjl_init (see README.md, "Lazy start").
 std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out);
 
+// The same without blocking the caller: the call is queued for Julia's
+// thread (or made at once on it), and done(ctx, error, kind) runs afterwards
+// on Julia's thread, outside the GIL (or on the caller's thread if Julia
+// could not start).  `function` and `args` must stay valid until done runs.
+// `done` must not throw.
+using JuliaDone = void (*)(void* ctx, std::string error, int kind);
+void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx);
+
 // True on the thread that owns Julia.
 bool on_julia_thread();
 

@@ -47,36 +47,43 @@ REGISTER_OP("SinkhornKnopp")
     .Output("l: double")
     .SetShapeFn(SinkhornKnoppShape);
 
-class SinkhornKnoppOp : public OpKernel {
+// Prepare runs where TF runs the op; the call itself and Finish run on
+// Julia's thread (tfjl::JuliaKernel in tfjl/kernel.h).
+class SinkhornKnoppOp : public tfjl::JuliaKernel {
  public:
-  explicit SinkhornKnoppOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SinkhornKnoppOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "sinkhorn_knopp") {}
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& m = ctx->input(0);
     const Tensor& iter = ctx->input(1);
 
-    OP_REQUIRES(ctx, m.dims() == 2,
-                InvalidArgument("SinkhornKnopp: input 'm' must have shape (?,?), rank 2, but has shape ",
-                                m.shape().DebugString()));
-    OP_REQUIRES(ctx, iter.dims() == 0,
-                InvalidArgument("SinkhornKnopp: input 'iter' must have shape (), rank 0, but has shape ",
-                                iter.shape().DebugString()));
+    if (m.dims() != 2) {
+      return InvalidArgument("SinkhornKnopp: input 'm' must have shape (?,?), rank 2, but has shape ",
+                             m.shape().DebugString());
+    }
+    if (iter.dims() != 0) {
+      return InvalidArgument("SinkhornKnopp: input 'iter' must have shape (), rank 0, but has shape ",
+                             iter.shape().DebugString());
+    }
 
     // Outputs of known shape.
     Tensor* l = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape(), &l));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, TensorShape(), &l));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(4);
-    args.push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1, -1}));
-    args.push_back(tfjl::OutputArg(l));
-    args.push_back(tfjl::InputArg(m));
-    args.push_back(tfjl::InputArg(iter));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "sinkhorn_knopp", args));
+    args->reserve(4);
+    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1, -1}));
+    args->push_back(tfjl::OutputArg(l));
+    args->push_back(tfjl::InputArg(m));
+    args->push_back(tfjl::InputArg(iter));
+    return absl::OkStatus();
+  }
 
+  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
     // Copy in the outputs only Julia could size.
-    OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));
+    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
+    return absl::OkStatus();
   }
 };
 
@@ -100,40 +107,42 @@ REGISTER_OP("SinkhornKnoppGrad")
     .Output("grad_m: double")
     .SetShapeFn(SinkhornKnoppGradShape);
 
-class SinkhornKnoppGradOp : public OpKernel {
+class SinkhornKnoppGradOp : public tfjl::JuliaKernel {
  public:
-  explicit SinkhornKnoppGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SinkhornKnoppGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "sinkhorn_knopp_grad") {}
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& grad_p = ctx->input(0);
     const Tensor& grad_l = ctx->input(1);
     const Tensor& p = ctx->input(2);
     const Tensor& l = ctx->input(3);
     const Tensor& m = ctx->input(4);
     const Tensor& iter = ctx->input(5);
-    OP_REQUIRES(ctx, grad_p.shape() == p.shape(),
-                InvalidArgument("SinkhornKnoppGrad: gradient 'grad_p' must have the shape of output 'p', ",
-                                p.shape().DebugString(), ", but has shape ", grad_p.shape().DebugString()));
-    OP_REQUIRES(ctx, grad_l.shape() == l.shape(),
-                InvalidArgument("SinkhornKnoppGrad: gradient 'grad_l' must have the shape of output 'l', ",
-                                l.shape().DebugString(), ", but has shape ", grad_l.shape().DebugString()));
+    if (grad_p.shape() != p.shape()) {
+      return InvalidArgument("SinkhornKnoppGrad: gradient 'grad_p' must have the shape of output 'p', ",
+                             p.shape().DebugString(), ", but has shape ", grad_p.shape().DebugString());
+    }
+    if (grad_l.shape() != l.shape()) {
+      return InvalidArgument("SinkhornKnoppGrad: gradient 'grad_l' must have the shape of output 'l', ",
+                             l.shape().DebugString(), ", but has shape ", grad_l.shape().DebugString());
+    }
 
     // The gradients start at zero, so sinkhorn_knopp_grad may accumulate into them.
     Tensor* grad_m = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, m.shape(), &grad_m));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, m.shape(), &grad_m));
     grad_m->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(7);
-    args.push_back(tfjl::OutputArg(grad_m));
-    args.push_back(tfjl::InputArg(grad_p));
-    args.push_back(tfjl::InputArg(grad_l));
-    args.push_back(tfjl::InputArg(p));
-    args.push_back(tfjl::InputArg(l));
-    args.push_back(tfjl::InputArg(m));
-    args.push_back(tfjl::InputArg(iter));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "sinkhorn_knopp_grad", args));
+    args->reserve(7);
+    args->push_back(tfjl::OutputArg(grad_m));
+    args->push_back(tfjl::InputArg(grad_p));
+    args->push_back(tfjl::InputArg(grad_l));
+    args->push_back(tfjl::InputArg(p));
+    args->push_back(tfjl::InputArg(l));
+    args->push_back(tfjl::InputArg(m));
+    args->push_back(tfjl::InputArg(iter));
+    return absl::OkStatus();
   }
 };
 

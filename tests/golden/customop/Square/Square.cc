@@ -43,27 +43,30 @@ REGISTER_OP("Square")
     .Output("y: double")
     .SetShapeFn(SquareShape);
 
-class SquareOp : public OpKernel {
+// Prepare runs where TF runs the op; the call itself and Finish run on
+// Julia's thread (tfjl::JuliaKernel in tfjl/kernel.h).
+class SquareOp : public tfjl::JuliaKernel {
  public:
-  explicit SquareOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SquareOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "square") {}
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& x = ctx->input(0);
 
-    OP_REQUIRES(ctx, x.dims() == 0,
-                InvalidArgument("Square: input 'x' must have shape (), rank 0, but has shape ",
-                                x.shape().DebugString()));
+    if (x.dims() != 0) {
+      return InvalidArgument("Square: input 'x' must have shape (), rank 0, but has shape ",
+                             x.shape().DebugString());
+    }
 
     // Outputs of known shape.
     Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape(), &y));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape(), &y));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(2);
-    args.push_back(tfjl::OutputArg(y));
-    args.push_back(tfjl::InputArg(x));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "square", args));
+    args->reserve(2);
+    args->push_back(tfjl::OutputArg(y));
+    args->push_back(tfjl::InputArg(x));
+    return absl::OkStatus();
   }
 };
 
@@ -84,31 +87,32 @@ REGISTER_OP("SquareGrad")
     .Output("grad_x: double")
     .SetShapeFn(SquareGradShape);
 
-class SquareGradOp : public OpKernel {
+class SquareGradOp : public tfjl::JuliaKernel {
  public:
-  explicit SquareGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SquareGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "square_grad") {}
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& grad_y = ctx->input(0);
     const Tensor& y = ctx->input(1);
     const Tensor& x = ctx->input(2);
-    OP_REQUIRES(ctx, grad_y.shape() == y.shape(),
-                InvalidArgument("SquareGrad: gradient 'grad_y' must have the shape of output 'y', ",
-                                y.shape().DebugString(), ", but has shape ", grad_y.shape().DebugString()));
+    if (grad_y.shape() != y.shape()) {
+      return InvalidArgument("SquareGrad: gradient 'grad_y' must have the shape of output 'y', ",
+                             y.shape().DebugString(), ", but has shape ", grad_y.shape().DebugString());
+    }
 
     // The gradients start at zero, so square_grad may accumulate into them.
     Tensor* grad_x = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &grad_x));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, x.shape(), &grad_x));
     grad_x->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(4);
-    args.push_back(tfjl::OutputArg(grad_x));
-    args.push_back(tfjl::InputArg(grad_y));
-    args.push_back(tfjl::InputArg(y));
-    args.push_back(tfjl::InputArg(x));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "square_grad", args));
+    args->reserve(4);
+    args->push_back(tfjl::OutputArg(grad_x));
+    args->push_back(tfjl::InputArg(grad_y));
+    args->push_back(tfjl::InputArg(y));
+    args->push_back(tfjl::InputArg(x));
+    return absl::OkStatus();
   }
 };
 

@@ -50,45 +50,52 @@ REGISTER_OP("Tokenize")
     .Attr("sep: string = \" \"")
     .SetShapeFn(TokenizeShape);
 
-class TokenizeOp : public OpKernel {
+// Prepare runs where TF runs the op; the call itself and Finish run on
+// Julia's thread (tfjl::JuliaKernel in tfjl/kernel.h).
+class TokenizeOp : public tfjl::JuliaKernel {
  public:
-  explicit TokenizeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit TokenizeOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "tokenize") {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("sep", &sep_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& text = ctx->input(0);
     const Tensor& stopwords = ctx->input(1);
 
-    OP_REQUIRES(ctx, text.dims() == 0,
-                InvalidArgument("Tokenize: input 'text' must have shape (), rank 0, but has shape ",
-                                text.shape().DebugString()));
-    OP_REQUIRES(ctx, stopwords.dims() == 1,
-                InvalidArgument("Tokenize: input 'stopwords' must have shape (?), rank 1, but has shape ",
-                                stopwords.shape().DebugString()));
+    if (text.dims() != 0) {
+      return InvalidArgument("Tokenize: input 'text' must have shape (), rank 0, but has shape ",
+                             text.shape().DebugString());
+    }
+    if (stopwords.dims() != 1) {
+      return InvalidArgument("Tokenize: input 'stopwords' must have shape (?), rank 1, but has shape ",
+                             stopwords.shape().DebugString());
+    }
 
     // Outputs of known shape (BuildTensorShape reports overflowing sizes instead of aborting).
     TensorShape first_last_shape;
-    OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape({2}, &first_last_shape));
+    TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({2}, &first_last_shape));
     Tensor* first_last = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, first_last_shape, &first_last));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, first_last_shape, &first_last));
     Tensor* count = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape(), &count));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(2, TensorShape(), &count));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(6);
-    args.push_back(tfjl::DynamicOutputArg(tfjl::DType::String, {-1}));
-    args.push_back(tfjl::OutputArg(first_last));
-    args.push_back(tfjl::OutputArg(count));
-    args.push_back(tfjl::InputArg(text));
-    args.push_back(tfjl::InputArg(stopwords));
-    args.push_back(tfjl::AttrArg(sep_));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "tokenize", args));
+    args->reserve(6);
+    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::String, {-1}));
+    args->push_back(tfjl::OutputArg(first_last));
+    args->push_back(tfjl::OutputArg(count));
+    args->push_back(tfjl::InputArg(text));
+    args->push_back(tfjl::InputArg(stopwords));
+    args->push_back(tfjl::AttrArg(sep_));
+    return absl::OkStatus();
+  }
 
+  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
     // Copy in the outputs only Julia could size, and the strings it wrote.
-    OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));
-    OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 1, args[1]));
+    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
+    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 1, args[1]));
+    return absl::OkStatus();
   }
 
  private:

@@ -109,37 +109,45 @@ REGISTER_OP("TwoLayer")
     .Attr("mode: string = \"fast\"")
     .SetShapeFn(TwoLayerShape);
 
-class TwoLayerOp : public OpKernel {
+// Prepare runs where TF runs the op; the call itself and Finish run on
+// Julia's thread (tfjl::JuliaKernel in tfjl/kernel.h).
+class TwoLayerOp : public tfjl::JuliaKernel {
  public:
-  explicit TwoLayerOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit TwoLayerOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "two_layer!") {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("alpha", &alpha_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("k", &k_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("relu", &relu_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("mode", &mode_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& x = ctx->input(0);
     const Tensor& w1 = ctx->input(1);
     const Tensor& b1 = ctx->input(2);
     const Tensor& w2 = ctx->input(3);
     const Tensor& b2 = ctx->input(4);
 
-    OP_REQUIRES(ctx, x.dims() == 1,
-                InvalidArgument("TwoLayer: input 'x' must have shape (n), rank 1, but has shape ",
-                                x.shape().DebugString()));
-    OP_REQUIRES(ctx, w1.dims() == 2,
-                InvalidArgument("TwoLayer: input 'w1' must have shape (h,n), rank 2, but has shape ",
-                                w1.shape().DebugString()));
-    OP_REQUIRES(ctx, b1.dims() == 1,
-                InvalidArgument("TwoLayer: input 'b1' must have shape (h), rank 1, but has shape ",
-                                b1.shape().DebugString()));
-    OP_REQUIRES(ctx, w2.dims() == 2,
-                InvalidArgument("TwoLayer: input 'w2' must have shape (m,h), rank 2, but has shape ",
-                                w2.shape().DebugString()));
-    OP_REQUIRES(ctx, b2.dims() == 1,
-                InvalidArgument("TwoLayer: input 'b2' must have shape (m), rank 1, but has shape ",
-                                b2.shape().DebugString()));
+    if (x.dims() != 1) {
+      return InvalidArgument("TwoLayer: input 'x' must have shape (n), rank 1, but has shape ",
+                             x.shape().DebugString());
+    }
+    if (w1.dims() != 2) {
+      return InvalidArgument("TwoLayer: input 'w1' must have shape (h,n), rank 2, but has shape ",
+                             w1.shape().DebugString());
+    }
+    if (b1.dims() != 1) {
+      return InvalidArgument("TwoLayer: input 'b1' must have shape (h), rank 1, but has shape ",
+                             b1.shape().DebugString());
+    }
+    if (w2.dims() != 2) {
+      return InvalidArgument("TwoLayer: input 'w2' must have shape (m,h), rank 2, but has shape ",
+                             w2.shape().DebugString());
+    }
+    if (b2.dims() != 1) {
+      return InvalidArgument("TwoLayer: input 'b2' must have shape (m), rank 1, but has shape ",
+                             b2.shape().DebugString());
+    }
 
     // A named dimension takes its value from an int attribute or the first input naming it.
     const int64_t k = k_;
@@ -148,48 +156,51 @@ class TwoLayerOp : public OpKernel {
     const int64_t m = w2.dim_size(0);
 
     // Fixed sizes, and named dimensions used again, must match.
-    OP_REQUIRES(ctx, w1.dim_size(1) == n,
-                InvalidArgument("TwoLayer: input 'w1' must have shape (h,n) with n = ", n, " (from input 'x'), but has shape ",
-                                w1.shape().DebugString()));
-    OP_REQUIRES(ctx, b1.dim_size(0) == h,
-                InvalidArgument("TwoLayer: input 'b1' must have shape (h) with h = ", h, " (from input 'w1'), but has shape ",
-                                b1.shape().DebugString()));
-    OP_REQUIRES(ctx, w2.dim_size(1) == h,
-                InvalidArgument("TwoLayer: input 'w2' must have shape (m,h) with h = ", h, " (from input 'w1'), but has shape ",
-                                w2.shape().DebugString()));
-    OP_REQUIRES(ctx, b2.dim_size(0) == m,
-                InvalidArgument("TwoLayer: input 'b2' must have shape (m) with m = ", m, " (from input 'w2'), but has shape ",
-                                b2.shape().DebugString()));
+    if (w1.dim_size(1) != n) {
+      return InvalidArgument("TwoLayer: input 'w1' must have shape (h,n) with n = ", n, " (from input 'x'), but has shape ",
+                             w1.shape().DebugString());
+    }
+    if (b1.dim_size(0) != h) {
+      return InvalidArgument("TwoLayer: input 'b1' must have shape (h) with h = ", h, " (from input 'w1'), but has shape ",
+                             b1.shape().DebugString());
+    }
+    if (w2.dim_size(1) != h) {
+      return InvalidArgument("TwoLayer: input 'w2' must have shape (m,h) with h = ", h, " (from input 'w1'), but has shape ",
+                             w2.shape().DebugString());
+    }
+    if (b2.dim_size(0) != m) {
+      return InvalidArgument("TwoLayer: input 'b2' must have shape (m) with m = ", m, " (from input 'w2'), but has shape ",
+                             b2.shape().DebugString());
+    }
 
     // Outputs of known shape (BuildTensorShape reports overflowing sizes instead of aborting).
     int64_t y_0;
-    OP_REQUIRES_OK(ctx, DimY_0(m, n, &y_0));
+    TF_RETURN_IF_ERROR(DimY_0(m, n, &y_0));
     TensorShape y_shape;
-    OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape({y_0}, &y_shape));
+    TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({y_0}, &y_shape));
     Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y_shape, &y));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, y_shape, &y));
     int64_t hidden_1;
-    OP_REQUIRES_OK(ctx, DimHidden_1(h, &hidden_1));
+    TF_RETURN_IF_ERROR(DimHidden_1(h, &hidden_1));
     TensorShape hidden_shape;
-    OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape({k, hidden_1}, &hidden_shape));
+    TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({k, hidden_1}, &hidden_shape));
     Tensor* hidden = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, hidden_shape, &hidden));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, hidden_shape, &hidden));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(11);
-    args.push_back(tfjl::OutputArg(y));
-    args.push_back(tfjl::OutputArg(hidden));
-    args.push_back(tfjl::InputArg(x));
-    args.push_back(tfjl::InputArg(w1));
-    args.push_back(tfjl::InputArg(b1));
-    args.push_back(tfjl::InputArg(w2));
-    args.push_back(tfjl::InputArg(b2));
-    args.push_back(tfjl::AttrArg(alpha_, tfjl::DType::Float64));
-    args.push_back(tfjl::AttrArg(k_));
-    args.push_back(tfjl::AttrArg(relu_));
-    args.push_back(tfjl::AttrArg(mode_));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "two_layer!", args));
+    args->reserve(11);
+    args->push_back(tfjl::OutputArg(y));
+    args->push_back(tfjl::OutputArg(hidden));
+    args->push_back(tfjl::InputArg(x));
+    args->push_back(tfjl::InputArg(w1));
+    args->push_back(tfjl::InputArg(b1));
+    args->push_back(tfjl::InputArg(w2));
+    args->push_back(tfjl::InputArg(b2));
+    args->push_back(tfjl::AttrArg(alpha_, tfjl::DType::Float64));
+    args->push_back(tfjl::AttrArg(k_));
+    args->push_back(tfjl::AttrArg(relu_));
+    args->push_back(tfjl::AttrArg(mode_));
+    return absl::OkStatus();
   }
 
  private:
@@ -234,16 +245,17 @@ REGISTER_OP("TwoLayerGrad")
     .Attr("mode: string = \"fast\"")
     .SetShapeFn(TwoLayerGradShape);
 
-class TwoLayerGradOp : public OpKernel {
+class TwoLayerGradOp : public tfjl::JuliaKernel {
  public:
-  explicit TwoLayerGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit TwoLayerGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "two_layer_back!") {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("alpha", &alpha_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("k", &k_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("relu", &relu_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("mode", &mode_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& grad_y = ctx->input(0);
     const Tensor& grad_hidden = ctx->input(1);
     const Tensor& y = ctx->input(2);
@@ -253,52 +265,53 @@ class TwoLayerGradOp : public OpKernel {
     const Tensor& b1 = ctx->input(6);
     const Tensor& w2 = ctx->input(7);
     const Tensor& b2 = ctx->input(8);
-    OP_REQUIRES(ctx, grad_y.shape() == y.shape(),
-                InvalidArgument("TwoLayerGrad: gradient 'grad_y' must have the shape of output 'y', ",
-                                y.shape().DebugString(), ", but has shape ", grad_y.shape().DebugString()));
-    OP_REQUIRES(ctx, grad_hidden.shape() == hidden.shape(),
-                InvalidArgument("TwoLayerGrad: gradient 'grad_hidden' must have the shape of output 'hidden', ",
-                                hidden.shape().DebugString(), ", but has shape ", grad_hidden.shape().DebugString()));
+    if (grad_y.shape() != y.shape()) {
+      return InvalidArgument("TwoLayerGrad: gradient 'grad_y' must have the shape of output 'y', ",
+                             y.shape().DebugString(), ", but has shape ", grad_y.shape().DebugString());
+    }
+    if (grad_hidden.shape() != hidden.shape()) {
+      return InvalidArgument("TwoLayerGrad: gradient 'grad_hidden' must have the shape of output 'hidden', ",
+                             hidden.shape().DebugString(), ", but has shape ", grad_hidden.shape().DebugString());
+    }
 
     // The gradients start at zero, so two_layer_back! may accumulate into them.
     Tensor* grad_x = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &grad_x));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, x.shape(), &grad_x));
     grad_x->flat<double>().setZero();
     Tensor* grad_w1 = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, w1.shape(), &grad_w1));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, w1.shape(), &grad_w1));
     grad_w1->flat<double>().setZero();
     Tensor* grad_b1 = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, b1.shape(), &grad_b1));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(2, b1.shape(), &grad_b1));
     grad_b1->flat<double>().setZero();
     Tensor* grad_w2 = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, w2.shape(), &grad_w2));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(3, w2.shape(), &grad_w2));
     grad_w2->flat<double>().setZero();
     Tensor* grad_b2 = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, b2.shape(), &grad_b2));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(4, b2.shape(), &grad_b2));
     grad_b2->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(18);
-    args.push_back(tfjl::OutputArg(grad_x));
-    args.push_back(tfjl::OutputArg(grad_w1));
-    args.push_back(tfjl::OutputArg(grad_b1));
-    args.push_back(tfjl::OutputArg(grad_w2));
-    args.push_back(tfjl::OutputArg(grad_b2));
-    args.push_back(tfjl::InputArg(grad_y));
-    args.push_back(tfjl::InputArg(grad_hidden));
-    args.push_back(tfjl::InputArg(y));
-    args.push_back(tfjl::InputArg(hidden));
-    args.push_back(tfjl::InputArg(x));
-    args.push_back(tfjl::InputArg(w1));
-    args.push_back(tfjl::InputArg(b1));
-    args.push_back(tfjl::InputArg(w2));
-    args.push_back(tfjl::InputArg(b2));
-    args.push_back(tfjl::AttrArg(alpha_, tfjl::DType::Float64));
-    args.push_back(tfjl::AttrArg(k_));
-    args.push_back(tfjl::AttrArg(relu_));
-    args.push_back(tfjl::AttrArg(mode_));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "two_layer_back!", args));
+    args->reserve(18);
+    args->push_back(tfjl::OutputArg(grad_x));
+    args->push_back(tfjl::OutputArg(grad_w1));
+    args->push_back(tfjl::OutputArg(grad_b1));
+    args->push_back(tfjl::OutputArg(grad_w2));
+    args->push_back(tfjl::OutputArg(grad_b2));
+    args->push_back(tfjl::InputArg(grad_y));
+    args->push_back(tfjl::InputArg(grad_hidden));
+    args->push_back(tfjl::InputArg(y));
+    args->push_back(tfjl::InputArg(hidden));
+    args->push_back(tfjl::InputArg(x));
+    args->push_back(tfjl::InputArg(w1));
+    args->push_back(tfjl::InputArg(b1));
+    args->push_back(tfjl::InputArg(w2));
+    args->push_back(tfjl::InputArg(b2));
+    args->push_back(tfjl::AttrArg(alpha_, tfjl::DType::Float64));
+    args->push_back(tfjl::AttrArg(k_));
+    args->push_back(tfjl::AttrArg(relu_));
+    args->push_back(tfjl::AttrArg(mode_));
+    return absl::OkStatus();
   }
 
  private:

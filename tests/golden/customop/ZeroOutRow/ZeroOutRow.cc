@@ -53,43 +53,52 @@ REGISTER_OP("ZeroOutRow")
     .Output("ovv: double")
     .SetShapeFn(ZeroOutRowShape);
 
-class ZeroOutRowOp : public OpKernel {
+// Prepare runs where TF runs the op; the call itself and Finish run on
+// Julia's thread (tfjl::JuliaKernel in tfjl/kernel.h).
+class ZeroOutRowOp : public tfjl::JuliaKernel {
  public:
-  explicit ZeroOutRowOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit ZeroOutRowOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "zero_out_row") {}
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& indices = ctx->input(0);
     const Tensor& vv = ctx->input(1);
     const Tensor& bd = ctx->input(2);
 
-    OP_REQUIRES(ctx, indices.dims() == 2,
-                InvalidArgument("ZeroOutRow: input 'indices' must have shape (?,2), rank 2, but has shape ",
-                                indices.shape().DebugString()));
-    OP_REQUIRES(ctx, vv.dims() == 1,
-                InvalidArgument("ZeroOutRow: input 'vv' must have shape (?), rank 1, but has shape ",
-                                vv.shape().DebugString()));
-    OP_REQUIRES(ctx, bd.dims() == 1,
-                InvalidArgument("ZeroOutRow: input 'bd' must have shape (?), rank 1, but has shape ",
-                                bd.shape().DebugString()));
+    if (indices.dims() != 2) {
+      return InvalidArgument("ZeroOutRow: input 'indices' must have shape (?,2), rank 2, but has shape ",
+                             indices.shape().DebugString());
+    }
+    if (vv.dims() != 1) {
+      return InvalidArgument("ZeroOutRow: input 'vv' must have shape (?), rank 1, but has shape ",
+                             vv.shape().DebugString());
+    }
+    if (bd.dims() != 1) {
+      return InvalidArgument("ZeroOutRow: input 'bd' must have shape (?), rank 1, but has shape ",
+                             bd.shape().DebugString());
+    }
 
     // Fixed sizes, and named dimensions used again, must match.
-    OP_REQUIRES(ctx, indices.dim_size(1) == 2,
-                InvalidArgument("ZeroOutRow: input 'indices' must have shape (?,2), but has shape ",
-                                indices.shape().DebugString()));
+    if (indices.dim_size(1) != 2) {
+      return InvalidArgument("ZeroOutRow: input 'indices' must have shape (?,2), but has shape ",
+                             indices.shape().DebugString());
+    }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(5);
-    args.push_back(tfjl::DynamicOutputArg(tfjl::DType::Int64, {-1, 2}));
-    args.push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1}));
-    args.push_back(tfjl::InputArg(indices));
-    args.push_back(tfjl::InputArg(vv));
-    args.push_back(tfjl::InputArg(bd));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "zero_out_row", args));
+    args->reserve(5);
+    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::Int64, {-1, 2}));
+    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1}));
+    args->push_back(tfjl::InputArg(indices));
+    args->push_back(tfjl::InputArg(vv));
+    args->push_back(tfjl::InputArg(bd));
+    return absl::OkStatus();
+  }
 
+  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
     // Copy in the outputs only Julia could size.
-    OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));
-    OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 1, args[1]));
+    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
+    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 1, args[1]));
+    return absl::OkStatus();
   }
 };
 
@@ -113,37 +122,38 @@ REGISTER_OP("ZeroOutRowGrad")
     .Output("grad_vv: double")
     .SetShapeFn(ZeroOutRowGradShape);
 
-class ZeroOutRowGradOp : public OpKernel {
+class ZeroOutRowGradOp : public tfjl::JuliaKernel {
  public:
-  explicit ZeroOutRowGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit ZeroOutRowGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "zero_out_row_grad") {}
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
     const Tensor& grad_ovv = ctx->input(0);
     const Tensor& oindices = ctx->input(1);
     const Tensor& ovv = ctx->input(2);
     const Tensor& indices = ctx->input(3);
     const Tensor& vv = ctx->input(4);
     const Tensor& bd = ctx->input(5);
-    OP_REQUIRES(ctx, grad_ovv.shape() == ovv.shape(),
-                InvalidArgument("ZeroOutRowGrad: gradient 'grad_ovv' must have the shape of output 'ovv', ",
-                                ovv.shape().DebugString(), ", but has shape ", grad_ovv.shape().DebugString()));
+    if (grad_ovv.shape() != ovv.shape()) {
+      return InvalidArgument("ZeroOutRowGrad: gradient 'grad_ovv' must have the shape of output 'ovv', ",
+                             ovv.shape().DebugString(), ", but has shape ", grad_ovv.shape().DebugString());
+    }
 
     // The gradients start at zero, so zero_out_row_grad may accumulate into them.
     Tensor* grad_vv = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, vv.shape(), &grad_vv));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, vv.shape(), &grad_vv));
     grad_vv->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    std::vector<tfjl::Arg> args;
-    args.reserve(7);
-    args.push_back(tfjl::OutputArg(grad_vv));
-    args.push_back(tfjl::InputArg(grad_ovv));
-    args.push_back(tfjl::InputArg(oindices));
-    args.push_back(tfjl::InputArg(ovv));
-    args.push_back(tfjl::InputArg(indices));
-    args.push_back(tfjl::InputArg(vv));
-    args.push_back(tfjl::InputArg(bd));
-    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, "zero_out_row_grad", args));
+    args->reserve(7);
+    args->push_back(tfjl::OutputArg(grad_vv));
+    args->push_back(tfjl::InputArg(grad_ovv));
+    args->push_back(tfjl::InputArg(oindices));
+    args->push_back(tfjl::InputArg(ovv));
+    args->push_back(tfjl::InputArg(indices));
+    args->push_back(tfjl::InputArg(vv));
+    args->push_back(tfjl::InputArg(bd));
+    return absl::OkStatus();
   }
 };
 
