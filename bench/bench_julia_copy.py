@@ -2,7 +2,11 @@
 
 Both read the fed array in place (zero-copy feed) and write one freshly
 allocated 80 MB output (zero-copy fetch); the Julia op's only extra cost
-should be its call overhead.
+should be its call overhead.  TF's kernels run single-threaded here
+(intra_op_parallelism_threads = 1), as the Julia body does: otherwise Neg
+would split its loop over TF's intra-op threads and the ratio would measure
+parallelism, not copies.  The Julia body alone, timed in Julia on arrays it
+reuses, shows what the op costs without the bridge.
 """
 import sys
 from pathlib import Path
@@ -44,12 +48,23 @@ def negated(out):
 
 
 rows, ratios = [], []
-for label, config in [("default executor", None), ("inline on Julia's thread", bridge.SessionConfig(julia_thread=True))]:
-    native = time_op(ops.neg, None if config is None else bridge.SessionConfig(inter_op_parallelism_threads=-1),
-                     negated)
-    julia = time_op(jl.jl_copy, config, same)
+# The first session of a process sizes TF's shared intra-op pool: single-threaded from here on.
+pooled = bridge.SessionConfig(intra_op_parallelism_threads=1)
+inline_native = bridge.SessionConfig(intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1)
+julia_thread = bridge.SessionConfig(intra_op_parallelism_threads=1, julia_thread=True)
+for label, native_config, julia_config in [("default executor", pooled, pooled),
+                                           ("inline on Julia's thread", inline_native, julia_thread)]:
+    native = time_op(ops.neg, native_config, negated)
+    julia = time_op(jl.jl_copy, julia_config, same)
     rows += [(f"native Neg, 1e7 doubles ({label})", native, "ms/run"),
              (f"Julia y .= x, 1e7 doubles ({label})", julia, "ms/run")]
     ratios.append(julia / native)
+body = bridge.julia.eval(f"""
+    let x = collect(1.0:{SIZE}), y = similar(x)
+        jl_copy(y, x)
+        minimum(@elapsed(jl_copy(y, x)) for _ in 1:{CALLS}) * 1e3
+    end""")
+rows.append(("jl_copy alone, called in Julia (no TF, no bridge)", body, "ms/run"))
 report("Zero-copy: a Julia op on 80 MB", rows, "Julia / native (default executor)", ratios[0], "<= 1.2x")
 print(f"  {'Julia / native (inline on Julia thread)':<48s} {ratios[1]:12.3f}x")
+print(f"  {'Julia op / its body alone (default executor)':<48s} {rows[1][1] / body:12.3f}x")
