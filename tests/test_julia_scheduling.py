@@ -213,3 +213,40 @@ def test_switches_keep_results_exact(step, step_dir, switches):
         assert counts["pool"] == [0, calls]  # every call handed over by a waiting pool thread
     else:
         assert sum(counts["pool"]) == calls
+
+
+NO_JULIA_SCRIPT = """
+import sys
+import numpy as np
+import bridge
+from bridge import errors
+
+ops = bridge.load_op_library(sys.argv[1])  # no bridge.julia: the first kernel starts Julia, and cannot
+g = bridge.Graph()
+with g.as_default():
+    x = bridge.placeholder(bridge.float64, [None], name="x")
+    y = ops.jl_step(x)
+    z = bridge.ops.neg(x)
+for config in (bridge.SessionConfig(inline_small_graphs=0), bridge.SessionConfig()):
+    with bridge.Session(g, config=config) as sess:
+        for _ in range(2):  # the failure is reported again, and the session stays usable
+            try:
+                sess.run(y, {x: [1.0]})
+                raise SystemExit("the Julia op ran without Julia")
+            except errors.InternalError as e:
+                assert "JlStep: Julia function jl_step failed: Julia is not available" in str(e), e
+                assert "/nonexistent" in str(e), e
+            assert sess.run(z, {x: [1.0]}).tolist() == [-1.0]
+print("no julia ok")
+"""
+
+
+@pytest.mark.parametrize("kernels", ["async", "sync"])
+def test_a_julia_that_cannot_start_is_a_tf_error(step_dir, kernels):
+    library = customop.build(step_dir)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFBRIDGE_JULIA")}
+    env.update(TFBRIDGE_JULIA_BINDIR="/nonexistent/bin", TFBRIDGE_JULIA_IMAGE="/nonexistent/sys.so",
+               TFBRIDGE_JULIA_ASYNC="0" if kernels == "sync" else "1")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_JULIA_SCRIPT), str(library)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "no julia ok" in proc.stdout, proc.stdout + proc.stderr[-3000:]
