@@ -10,42 +10,30 @@ namespace tfjl {
 using detail::JuliaThread;
 using detail::Outcome;
 
-bool on_julia_thread() { return JuliaThread::on_julia_thread(); }
-
-std::string run_on_julia_thread_raw(void (*fn)(void*), void* ctx) {
-  JuliaThread& julia = JuliaThread::instance();
-  if (!julia.ready()) {
-    if (std::string err = julia.ensure_started(nullptr); !err.empty()) return err;
-  }
-  julia.run(fn, ctx);
-  return "";
-}
-
-std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out) {
-  struct Call {
-    const char* function;
-    std::vector<Arg>* args;
-    Outcome out;
-  } call{function, &args, {}};
-  try {
-    std::string start_error = run_on_julia_thread_raw(
-        [](void* p) {
-          auto* c = static_cast<Call*>(p);
-          detail::GilAcquire gil;
-          c->out = JuliaThread::instance().side().call(c->function, *c->args);
-        },
-        &call);
-    if (!start_error.empty()) call.out = {"Julia is not available: " + start_error, kInternal};
-  } catch (const std::exception& e) {
-    call.out = {std::string("tf-julia-bridge runtime: ") + e.what(), kInternal};
-  } catch (...) {
-    call.out = {"tf-julia-bridge runtime: unknown C++ exception", kInternal};
-  }
-  if (kind_out != nullptr) *kind_out = call.out.kind;
-  return std::move(call.out.error);
-}
-
 namespace {
+
+// "" once Julia is running, else why it cannot start.
+std::string start_julia(JuliaThread& julia) { return julia.ready() ? std::string() : julia.ensure_started(nullptr); }
+
+Outcome unavailable(const std::string& start_error) { return {"Julia is not available: " + start_error, kInternal}; }
+
+// Runs body() (which fills an Outcome); a C++ exception becomes an internal error.
+template <class Body>
+Outcome guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return {std::string("tf-julia-bridge runtime: ") + e.what(), kInternal};
+  } catch (...) {
+    return {"tf-julia-bridge runtime: unknown C++ exception", kInternal};
+  }
+}
+
+// The call itself, on Julia's thread, with the GIL held.
+Outcome call_here(const char* function, std::vector<Arg>& args) {
+  detail::GilAcquire gil;
+  return JuliaThread::instance().side().call(function, args);
+}
 
 struct AsyncCall {
   const char* function;
@@ -63,34 +51,50 @@ void complete(AsyncCall* call, Outcome out) {
 
 void run_async_call(void* p) {
   auto* call = static_cast<AsyncCall*>(p);
-  Outcome out;
-  try {
-    detail::GilAcquire gil;
-    out = JuliaThread::instance().side().call(call->function, *call->args);
-  } catch (const std::exception& e) {
-    out = {std::string("tf-julia-bridge runtime: ") + e.what(), kInternal};
-  } catch (...) {
-    out = {"tf-julia-bridge runtime: unknown C++ exception", kInternal};
-  }
-  complete(call, std::move(out));
+  complete(call, guarded([call] { return call_here(call->function, *call->args); }));
 }
 
 }  // namespace
 
+bool on_julia_thread() { return JuliaThread::on_julia_thread(); }
+
+std::string run_on_julia_thread_raw(void (*fn)(void*), void* ctx) {
+  JuliaThread& julia = JuliaThread::instance();
+  if (std::string err = start_julia(julia); !err.empty()) return err;
+  julia.run(fn, ctx);
+  return "";
+}
+
+std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out) {
+  struct Call {
+    const char* function;
+    std::vector<Arg>* args;
+    Outcome out;
+  } call{function, &args, {}};
+  Outcome out = guarded([&call] {
+    std::string start_error = run_on_julia_thread_raw(
+        [](void* p) {
+          auto* c = static_cast<Call*>(p);
+          c->out = call_here(c->function, *c->args);
+        },
+        &call);
+    return start_error.empty() ? std::move(call.out) : unavailable(start_error);
+  });
+  if (kind_out != nullptr) *kind_out = out.kind;
+  return std::move(out.error);
+}
+
 void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx) {
   auto* call = new AsyncCall{function, &args, done, ctx};
-  Outcome failed;
-  try {
+  Outcome failed = guarded([call] {
     JuliaThread& julia = JuliaThread::instance();
-    std::string start_error = julia.ready() ? std::string() : julia.ensure_started(nullptr);
-    if (start_error.empty()) {
-      julia.post(&run_async_call, call);
-      return;
-    }
-    failed = {"Julia is not available: " + start_error, kInternal};
-  } catch (const std::exception& e) {
-    failed = {std::string("tf-julia-bridge runtime: ") + e.what(), kInternal};
-  }
+    std::string start_error = start_julia(julia);
+    if (!start_error.empty()) return unavailable(start_error);
+    julia.post(&run_async_call, call);
+    return Outcome{};
+  });
+  // Posted: Julia's thread owns the call now (and may have finished it already).
+  if (failed.error.empty() && failed.kind == kOk) return;
   complete(call, std::move(failed));
 }
 

@@ -113,21 +113,15 @@ void JuliaThread::serve() {
     while (batch != nullptr) {
       Task* task = batch;
       batch = task->next;  // read first: the owner may return as soon as the task is done
-      if (task->posted) {
-        try {
-          task->fn(task->ctx);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not): %s\n", e.what());
-        } catch (...) {
-          std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
-        }
-        delete task;
-        continue;
-      }
       try {
         task->fn(task->ctx);
       } catch (...) {
         task->error = std::current_exception();
+      }
+      if (task->posted) {  // nobody waits for it
+        if (task->error) std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
+        delete task;
+        continue;
       }
       std::lock_guard<std::mutex> lock(task->mutex);
       task->done = true;
