@@ -29,6 +29,10 @@ class SessionConfig:
     which saves TensorFlow's hand-off to its inter-op pool and back (about
     30 us on a 2-core machine, more than the run itself for small graphs).
     Larger graphs keep the pool and its parallelism; 0 turns this off.
+
+    ``disable_meta_optimizer``: run the graph as written, without Grappler's
+    rewrites (TensorFlow's RewriterConfig field of the same name).  Grappler
+    may, for instance, fuse a chain of element-wise ops into one kernel.
     """
     inter_op_parallelism_threads: int = 0
     intra_op_parallelism_threads: int = 0
@@ -37,6 +41,7 @@ class SessionConfig:
     log_device_placement: bool = False
     julia_thread: bool = False
     inline_small_graphs: int = 16
+    disable_meta_optimizer: bool = False
 
     def to_proto(self) -> bytes:
         inter = -1 if self.julia_thread else self.inter_op_parallelism_threads
@@ -51,6 +56,9 @@ class SessionConfig:
             out += pb.field_varint(8, 1)
         if self.use_per_session_threads:
             out += pb.field_varint(9, 1)
+        if self.disable_meta_optimizer:
+            # ConfigProto.graph_options(10).rewrite_options(10).disable_meta_optimizer(19)
+            out += pb.field_bytes(10, pb.field_bytes(10, pb.field_varint(19, 1)))
         return out
 
 

@@ -4,11 +4,13 @@ A kernel created on Julia's thread (Session(julia_thread=True)) is
 synchronous and calls Julia directly.  Anywhere else it is asynchronous: the
 pool thread queues the call for Julia's thread and goes back to TF's pool,
 and Julia's thread finishes the op.  Julia's thread polls its queue briefly
-after work, then sleeps.  TFBRIDGE_JULIA_ASYNC=0 and TFBRIDGE_JULIA_POLL_US=0
+after work, then sleeps; a Python thread waiting for a run on Julia's thread
+polls for its result the same way.  TFBRIDGE_JULIA_ASYNC=0 and TFBRIDGE_JULIA_POLL_US=0
 turn those off; the same graphs must then give the same results.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -94,6 +96,26 @@ def test_julia_thread_session_calls_every_op_directly(step):
     assert direct_after - direct_before == 20 * 5
 
 
+def test_python_threads_waiting_on_julias_thread_get_their_own_results(step):
+    """A Python thread waiting for a run (or a host call) on Julia's thread polls
+    for its result before it sleeps.  Many short runs from several threads, some
+    over while their caller polls and some after it sleeps, each get their own
+    result, and each waiting task outlives Julia's thread's last touch of it."""
+    g, x, y = chain(step.jl_step, 1)
+    with bridge.Session(g, config=bridge.SessionConfig(julia_thread=True)) as sess:
+        def worker(k: int) -> None:
+            for i in range(300):
+                xv = np.full(3, float(1000 * k + i))
+                np.testing.assert_array_equal(sess.run(y, {x: xv}), 2 * xv + 1)
+                if i % 50 == 0:
+                    assert julia.eval(f"{k} + {i}") == k + i
+                    time.sleep(0.001)  # let Julia's thread fall asleep now and then
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            for future in [pool.submit(worker, k) for k in range(4)]:
+                future.result(timeout=300)
+
+
 NAP_SCRIPT = """
 import json, sys, threading, time
 import numpy as np
@@ -149,11 +171,12 @@ def test_pool_threads_run_other_work_while_julia_is_busy(root, kernels):
 
 
 def test_julias_thread_sleeps_when_idle(step):
-    """The poll after each call is bounded: an idle process uses no CPU."""
+    """The polls after each call and each run are bounded: an idle process uses no CPU."""
     g, x, y = chain(step.jl_step, 3)
-    with bridge.Session(g, config=POOL) as sess:
-        for _ in range(50):
-            sess.run(y, {x: [1.0]})
+    for config in (POOL, bridge.SessionConfig(julia_thread=True)):
+        with bridge.Session(g, config=config) as sess:
+            for _ in range(50):
+                sess.run(y, {x: [1.0]})
     cpu0, wall0 = time.process_time(), time.perf_counter()
     time.sleep(1.0)
     cpu = time.process_time() - cpu0

@@ -59,6 +59,23 @@ def test_config_threads_and_inline_execution(graph):
             np.testing.assert_array_equal(s.run("sq:0", {x: [[1.0, 2.0, 3.0]]}), [[1.0, 4.0, 9.0]])
 
 
+def test_session_config_is_the_config_proto_stock_tf_reads(oracle):
+    config = bridge.SessionConfig(inter_op_parallelism_threads=3, intra_op_parallelism_threads=2,
+                                  use_per_session_threads=True, allow_soft_placement=True,
+                                  disable_meta_optimizer=True)
+    fields = oracle("config_proto", {"config": config.to_proto()})["fields"]
+    assert fields == {"inter_op_parallelism_threads": 3, "intra_op_parallelism_threads": 2,
+                      "use_per_session_threads": True, "allow_soft_placement": True,
+                      "graph_options.rewrite_options.disable_meta_optimizer": True}
+    assert oracle("config_proto", {"config": bridge.SessionConfig().to_proto()})["fields"] == {}
+
+
+def test_graph_runs_as_written_without_the_meta_optimizer(graph):
+    x = graph.get_tensor_by_name("x:0")
+    with bridge.Session(graph, config=bridge.SessionConfig(disable_meta_optimizer=True)) as s:
+        np.testing.assert_array_equal(s.run("sq:0", {x: [[1.0, 2.0, 3.0]]}), [[1.0, 4.0, 9.0]])
+
+
 def test_concurrent_runs_from_threads(graph):
     x = graph.get_tensor_by_name("x:0")
     s = bridge.Session(graph)

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <type_traits>
 
 #include "julia_thread.h"
 #include "python_gil.h"
@@ -22,6 +23,19 @@ char* dup_string(const std::string& s) noexcept {
   return p;
 }
 
+// tfjl::run_on_julia_thread for a Python caller, which polls for the result
+// before it sleeps (JuliaThread::Wait::kPollFirst).
+template <class F>
+std::string run_here_or_polling(F&& f) {
+  JuliaThread& julia = JuliaThread::instance();
+  if (!julia.ready()) {
+    if (std::string err = julia.ensure_started(nullptr); !err.empty()) return err;
+  }
+  using Fn = std::remove_reference_t<F>;
+  julia.run([](void* p) { (*static_cast<Fn*>(p))(); }, &f, JuliaThread::Wait::kPollFirst);
+  return "";
+}
+
 // Runs body(side) -> Outcome on Julia's thread (starting Julia if needed)
 // and maps the outcome to the C convention: 0, or the error kind with *err set.
 template <class Body>
@@ -29,11 +43,10 @@ int run_capi(char** err, Body&& body) {
   if (err != nullptr) *err = nullptr;
   Outcome out;
   try {
-    std::string start_error =
-        tfjl::run_on_julia_thread([&] {
-          tfjl::detail::GilAcquire gil;
-          out = body(JuliaThread::instance().side());
-        });
+    std::string start_error = run_here_or_polling([&] {
+      tfjl::detail::GilAcquire gil;
+      out = body(JuliaThread::instance().side());
+    });
     if (!start_error.empty()) out = {"Julia is not available: " + start_error, tfjl::kInternal};
   } catch (const std::exception& e) {
     out = {std::string("tf-julia-bridge runtime: ") + e.what(), tfjl::kInternal};
@@ -182,7 +195,7 @@ void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const
   bool ran = false;
   try {
     // Returns why Julia is unavailable, if it is; `ran` then stays false.
-    tfjl::run_on_julia_thread([&] {
+    run_here_or_polling([&] {
       struct InSessionRun {  // scoped, so the count stays right on every exit
         JuliaThread& j;
         explicit InSessionRun(JuliaThread& jt) : j(jt) { j.enter_session_run(); }

@@ -18,9 +18,9 @@ constexpr size_t kJuliaStackBytes = size_t{64} << 20;
 // How long a handed-over call waits before it explains a likely deadlock.
 constexpr auto kSlowWait = std::chrono::seconds(30);
 
-// How long Julia's thread keeps looking for new work before it sleeps:
-// TFBRIDGE_JULIA_POLL_US microseconds, 50 by default, 0 to sleep at once.
-// See README.md, "Waiting for work".
+// How long Julia's thread keeps looking for new work, and a Python caller
+// for its result, before it sleeps: TFBRIDGE_JULIA_POLL_US microseconds, 50
+// by default, 0 to sleep at once.  See README.md, "Waiting for work".
 std::chrono::nanoseconds poll_time() {
   const char* v = std::getenv("TFBRIDGE_JULIA_POLL_US");
   char* end = nullptr;
@@ -35,6 +35,17 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// Spins until `flag` is set or the poll time (poll_time()) has passed.
+void poll_for(const std::atomic<bool>& flag) {
+  static const std::chrono::nanoseconds poll = poll_time();
+  if (poll.count() == 0 || flag.load(std::memory_order_acquire)) return;
+  const auto until = std::chrono::steady_clock::now() + poll;
+  for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
+    cpu_relax();
+    if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= until) return;
+  }
 }
 
 }  // namespace
@@ -125,26 +136,20 @@ void JuliaThread::serve() {
       }
       std::lock_guard<std::mutex> lock(task->mutex);
       task->done = true;
+      task->finished.store(true, std::memory_order_release);
       task->cv.notify_one();  // while locked: once unlocked the owner may destroy the task
     }
   }
 }
 
 Task* JuliaThread::take_work() {
-  static const std::chrono::nanoseconds poll = poll_time();
   const int gc_state = side_->idle_begin();
   // Waking a sleeping thread costs 5-70 us on these VMs (idle vCPUs halt at
   // once), far more than a call; work often follows work within
   // microseconds (the next op of a chain, the next run), so look for it
-  // briefly first, as TF's own Eigen pool threads do.  Nobody waits on this:
-  // a caller either sleeps on its task or has returned (posted tasks).
-  if (poll.count() > 0 && !pending_.load(std::memory_order_acquire)) {
-    const auto until = std::chrono::steady_clock::now() + poll;
-    for (int spins = 0; !pending_.load(std::memory_order_acquire); ++spins) {
-      cpu_relax();
-      if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
-    }
-  }
+  // briefly first, as TF's own Eigen pool threads do.  No kernel waits on
+  // this: kernels either sleep on their task or have returned (posted tasks).
+  poll_for(pending_);
   std::unique_lock<std::mutex> lock(queue_mutex_);
   if (head_ == nullptr) {
     sleeping_ = true;
@@ -176,7 +181,7 @@ void JuliaThread::enqueue(Task* task) {
   if (wake) queue_cv_.notify_one();
 }
 
-void JuliaThread::run(void (*fn)(void*), void* ctx) {
+void JuliaThread::run(void (*fn)(void*), void* ctx, Wait wait) {
   if (on_julia_thread()) {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
     fn(ctx);
@@ -189,7 +194,7 @@ void JuliaThread::run(void (*fn)(void*), void* ctx) {
   task.fn = fn;
   task.ctx = ctx;
   enqueue(&task);
-  wait_for(task);
+  wait_for(task, wait);
   if (task.error) std::rethrow_exception(task.error);
 }
 
@@ -207,8 +212,11 @@ void JuliaThread::post(void (*fn)(void*), void* ctx) {
   enqueue(task);
 }
 
-void JuliaThread::wait_for(Task& task) {
+void JuliaThread::wait_for(Task& task, Wait wait) {
   GilRelease unlocked_gil;
+  if (wait == Wait::kPollFirst) poll_for(task.finished);
+  // Taken even when polling saw the task finished: Julia's thread may still
+  // hold the mutex, and the task must outlive its last use there.
   std::unique_lock<std::mutex> lock(task.mutex);
   bool explained = false;
   while (!task.done) {

@@ -29,6 +29,7 @@ struct Task {
   std::mutex mutex;  // guards done
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> finished{false};  // done, readable without the lock by a polling caller
 };
 
 class JuliaThread {
@@ -48,9 +49,16 @@ class JuliaThread {
   const JuliaSide& side() const { return *side_; }
   static bool on_julia_thread();
 
+  // How a caller waits for a handed-over task.  kSleep: at once (kernels on
+  // TF's pool threads: they must not spin).  kPollFirst: look for the result
+  // for up to the poll time before sleeping (a Python thread waiting for a
+  // whole session run or a host call, which are often over within
+  // microseconds, well before a sleeping thread could be woken).
+  enum class Wait { kSleep, kPollFirst };
+
   // Runs fn(ctx) on Julia's thread (directly when already there).  Julia
   // must be ready.  Rethrows a C++ exception thrown by fn.
-  void run(void (*fn)(void*), void* ctx);
+  void run(void (*fn)(void*), void* ctx, Wait wait = Wait::kSleep);
 
   // Queues fn(ctx) for Julia's thread and returns at once (runs it directly
   // when already there).  fn must not throw.  Julia must be ready.
@@ -74,7 +82,7 @@ class JuliaThread {
   // The next burst of queued tasks; polls briefly before sleeping (README.md,
   // "Waiting for work").
   Task* take_work();
-  void wait_for(Task& task);
+  void wait_for(Task& task, Wait wait);
 
   std::atomic<int> state_{kNotStarted};
   std::mutex init_mutex_;  // guards the start and init_error_
