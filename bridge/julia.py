@@ -295,3 +295,15 @@ def call_counts() -> tuple[int, int]:
     direct, handed = _ffi.new("uint64_t*"), _ffi.new("uint64_t*")
     rt.tfjl_call_counts(direct, handed)
     return int(direct[0]), int(handed[0])
+
+
+def register_entry(op_type: str, entry: int) -> None:
+    """Make the kernels of ``op_type`` call the compiled entry at address
+    ``entry`` (a C function pointer from Julia's ``@cfunction``, see
+    templates/entries.jl.j2); 0 returns them to the generic path."""
+    _runtime().tfjl_register_entry(op_type.encode(), _ffi.cast("void*", entry))
+
+
+def entry_calls() -> int:
+    """Calls made through compiled entries so far in this process."""
+    return int(_runtime().tfjl_entry_calls())

@@ -54,6 +54,13 @@ const MAX_FRAMES = 40
 
 in_bridge(fr) = fr.linfo isa Core.MethodInstance && fr.linfo.def isa Method && fr.linfo.def.module === TFBridge
 
+# Compiled entries (templates/entries.jl.j2) are Main functions named so.
+const ENTRY_PREFIX = "tfbridge_entry_"
+
+# The frame where the bridge called the user's code: protect's, or an entry's.
+is_call_frame(fr) = (in_bridge(fr) && fr.func in (:protect, :protect_value)) ||
+                    startswith(String(fr.func), ENTRY_PREFIX)
+
 # Base's include machinery between the user's top-level code and the bridge.
 const LOADING_FILES = ("loading.jl", "Base.jl", "boot.jl")
 
@@ -62,7 +69,7 @@ const LOADING_FILES = ("loading.jl", "Base.jl", "boot.jl")
 # include frames just above it are noise.
 function backtrace_text(bt)
     frames = Base.StackTraces.stacktrace(bt)
-    stop = findfirst(fr -> in_bridge(fr) && fr.func in (:protect, :protect_value), frames)
+    stop = findfirst(is_call_frame, frames)
     stop === nothing || (frames = frames[1:stop-1])
     filter!(fr -> !fr.from_c, frames)
     while !isempty(frames) && (in_bridge(frames[end]) || basename(String(frames[end].file)) in LOADING_FILES)
@@ -108,6 +115,65 @@ function protect_value(f::F, args::Vararg{Any,N}) where {F,N}
     catch e
         return failure(e, catch_backtrace(), f)
     end
+end
+
+# ---------------------------------------------------------------- compiled entries
+#
+# A compiled entry (generated per op from its spec, templates/entries.jl.j2)
+# is called from C through @cfunction with TF's buffers as raw pointers and
+# shapes.  It wraps them with `tensor` below, exactly as the C++ runtime does
+# for jl_call (CONTRACT.md), calls the user's function with argument types
+# fixed at generation time, and reports a failure through LAST_FAILURE,
+# since nothing may be thrown back into C.
+
+"""The failure of the last compiled entry that failed (read by the runtime)."""
+const LAST_FAILURE = Ref{Any}(nothing)
+
+"""
+    tensor(T, Val(N), data, k, ints, d)
+
+The argument of TF dtype `T` and rank `N` whose buffer is `data[k]` and whose
+rank and TF shape are `ints[d]`, `ints[d+1:d+N]`: a zero-copy view in TF index
+order (rank 0: a 0-dimensional Array, 1: a Vector, 2: a `Transpose`, >= 3: a
+reversed `PermutedDimsArray`), the same values the runtime builds for jl_call.
+"""
+@inline function tensor(::Type{T}, ::Val{N}, data::Ptr{Ptr{Cvoid}}, k::Int, ints::Ptr{Int64},
+                        d::Int) where {T,N}
+    rank = unsafe_load(ints, d)
+    rank == N || throw(ArgumentError("argument $k has rank $rank where the op's spec says $N"))
+    p = Ptr{T}(unsafe_load(data, k))
+    # An integer length takes jl_ptr_to_array_1d, which needs no boxed dims tuple.
+    N == 1 && return unsafe_wrap(Array, p, unsafe_load(ints, d + 1))
+    # TF's row-major buffer is a column-major array of the reversed shape.
+    A = unsafe_wrap(Array, p, ntuple(i -> unsafe_load(ints, d + N + 1 - i), Val(N)))
+    N == 0 && return A
+    N == 2 && return transpose(A)
+    return PermutedDimsArray(A, ntuple(i -> N + 1 - i, Val(N)))
+end
+
+"""The string attribute whose bytes are at `data[k]` and whose length is `ints[d]`."""
+@inline string_attr(data::Ptr{Ptr{Cvoid}}, k::Int, ints::Ptr{Int64}, d::Int) =
+    unsafe_string(Ptr{UInt8}(unsafe_load(data, k)), unsafe_load(ints, d))
+
+"""`Main.name`, or `nothing` if it is not defined."""
+main_function(name::Symbol) = isdefined(Main, name) ? getfield(Main, name) : nothing
+
+not_found_text(name::Symbol) = "UndefVarError: $name not defined: no such Julia function in Main " *
+                               "(define it, e.g. with bridge.julia.include, before the call)"
+
+"""
+Records why a compiled entry's call of `Main.name` threw, as `protect` would
+have returned it, and returns the error kind for the entry to return.  Never
+throws: `failure` guards its own formatting.
+"""
+function entry_failure(e, bt, name::Symbol)::Cint
+    fail = if e isa UndefVarError && e.var === name
+        Failure(not_found_text(name), NOT_FOUND)
+    else
+        failure(e, bt, main_function(name))
+    end
+    LAST_FAILURE[] = fail
+    return Cint(fail.kind)
 end
 
 # ---------------------------------------------------------------- Python host

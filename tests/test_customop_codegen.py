@@ -32,6 +32,9 @@ def _spec(case: str):
 def _outputs(case: str) -> dict[str, str]:
     spec = _spec(case)
     out = {f"{case}.cc": codegen.kernel_source(spec)}
+    entries = codegen.entries_source(spec)
+    if entries is not None:
+        out[codegen.entries_file_name(spec)] = entries
     if case == "TwoLayer":  # the other files vary less with the spec: one case pins them
         out["CMakeLists.txt"] = codegen.cmake_lists(spec)
         out["two_layer.jl"] = codegen.julia_stub(spec)
@@ -89,7 +92,7 @@ def test_no_gradient_op_without_float_arguments():
 def test_attrs_map_to_tf_attrs():
     cc = codegen.kernel_source(_spec("TwoLayer"))
     assert '.Attr("alpha: float = 0.5")' in cc      # TF attrs are 32-bit floats...
-    assert "tfjl::AttrArg(alpha_, tfjl::DType::Float64)" in cc  # ...Julia gets a Float64
+    assert "frame->Attr(alpha_, tfjl::DType::Float64);" in cc  # ...Julia gets a Float64
     assert '.Attr("k: int >= 0 = 2")' in cc         # sizes a dimension: never negative
     assert '.Attr("relu: bool = true")' in cc
     assert '.Attr("mode: string = \\"fast\\"")' in cc
@@ -105,7 +108,7 @@ def test_dims_in_shape_function_and_kernel():
     cc = codegen.kernel_source(_spec("ZeroOutRow"))
     assert "TF_RETURN_IF_ERROR(ctx->WithValue(ctx->Dim(indices, 1), 2, &unused));" in cc
     assert "ctx->set_output(0, ctx->MakeShape({ctx->UnknownDim(), 2}));" in cc
-    assert "tfjl::DynamicOutputArg(tfjl::DType::Int64, {-1, 2})" in cc
+    assert "frame->DynamicOutput(tfjl::DType::Int64, {-1, 2});" in cc
 
 
 def test_free_dimension_shared_by_dynamic_outputs():

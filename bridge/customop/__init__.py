@@ -14,12 +14,13 @@ The same from a shell: ``tfbridge customop init Twice ops/twice`` and
 """
 from __future__ import annotations
 
+import os
 import types
 from pathlib import Path
 from typing import Union
 
 from .build import SPEC_FILE, BuildError, build, cache_key
-from .codegen import julia_file_name, julia_stub, scaffold_spec
+from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
 from .spec import SpecError, parse, parse_file
 
@@ -73,7 +74,27 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
+    _register_entries(spec, library.parent / entries_file_name(spec))
     return module
+
+
+def _register_entries(spec: OpSpec, source: Path) -> None:
+    """Include the op's compiled entries (generated beside the library) and
+    point its kernels at them, so they call the Julia functions without jl_call
+    and dispatch (kernels_cpp/README.md, "Compiled entries").  Ops with string
+    tensors or outputs sized by Julia have none and keep the generic path;
+    TFBRIDGE_JULIA_ENTRIES=0 keeps every op on it."""
+    from .. import julia
+
+    if not source.is_file() or os.environ.get("TFBRIDGE_JULIA_ENTRIES") == "0":
+        return
+    pointers = [int(p) for p in julia.call("include", str(source))]
+    ops = [entry.op for entry in entries(spec)]
+    if len(pointers) != len(ops):
+        raise RuntimeError(f"{source} gave {len(pointers)} entry pointers for {len(ops)} ops {ops}: "
+                           "rebuild the op (delete its build folder)")
+    for op, pointer in zip(ops, pointers):
+        julia.register_entry(op, pointer)
 
 
 def _check_names_are_free(spec: OpSpec, library: Path) -> None:

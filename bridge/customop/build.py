@@ -153,6 +153,9 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     (work / "CMakeLists.txt").write_text(codegen.cmake_lists(spec))
     (work / SPEC_FILE).write_text(spec.source)
     (work / "gradtest.py").write_text(codegen.gradtest_script(spec, str(Path(spec.path).parent)))
+    entries = codegen.entries_source(spec)
+    if entries is not None:
+        (work / codegen.entries_file_name(spec)).write_text(entries)
 
     try:
         tf = toolchain.tensorflow()

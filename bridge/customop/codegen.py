@@ -411,6 +411,81 @@ def julia_stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
     return _environment().get_template("julia_stub.jl.j2").render(**ctx)
 
 
+@dataclass
+class EntryArg:
+    """One argument of a compiled entry: the Julia expression reading it from
+    the entry's flat arrays (see CallFrame::ToEntryArgs in tfjl/kernel.h)."""
+    expr: str
+    doc: str
+
+
+@dataclass
+class Entry:
+    op: str                   # the op type whose kernels call it
+    function: str             # the user's Julia function
+    args: list[EntryArg]
+
+
+def _entry(op: str, function: str, tensors: list[tuple[ArgView, str]], attrs: list[AttrView]) -> Optional[Entry]:
+    """The compiled entry of one op type, or None when its arguments need the
+    runtime's generic path (string tensors, outputs sized by Julia).  Walks the
+    arguments in calling-convention order, as the kernel's CallFrame fills the
+    arrays: a tensor takes one `data` slot (its buffer) and 1 + rank `ints`
+    (rank, TF shape); a float attribute one `floats`; an int or bool one
+    `ints`; a string one `data` (bytes) and one `ints` (length)."""
+    if any(a.is_string or a.dynamic for a, _ in tensors):
+        return None
+    k = d = j = 1  # next slot of data, ints, floats (Julia's 1-based unsafe_load)
+    out = []
+    for a, role in tensors:
+        out.append(EntryArg(f"TFBridge.tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d})",
+                            f"{a.name}: {a.dtype}{a.shape}, {role}"))
+        k, d = k + 1, d + 1 + a.rank
+    for t in attrs:
+        doc = f"{t.name}: {t.dtype} attribute"
+        if t.julia_type == "Float64":
+            expr, j = f"unsafe_load(floats, {j})", j + 1
+        elif t.julia_type == "Float32":
+            expr, j = f"Float32(unsafe_load(floats, {j}))", j + 1
+        elif t.julia_type == "Int64":
+            expr, d = f"unsafe_load(ints, {d})", d + 1
+        elif t.julia_type == "Bool":
+            expr, d = f"unsafe_load(ints, {d}) != 0", d + 1
+        else:
+            expr, k, d = f"TFBridge.string_attr(data, {k}, ints, {d})", k + 1, d + 1
+        out.append(EntryArg(expr, doc))
+    return Entry(op, function, out)
+
+
+def entries(spec: OpSpec) -> list[Entry]:
+    """The compiled entries of the op and of its gradient op, where possible."""
+    ctx = context(spec)
+    found = [_entry(ctx["op"], spec.forward,
+                    [(a, "output") for a in ctx["outputs"]] + [(a, "input") for a in ctx["inputs"]],
+                    ctx["attrs"])]
+    grad = ctx["grad"]
+    if grad:
+        found.append(_entry(grad["op"], spec.backward,
+                            [(g, f"gradient of input {g.like}") for g in grad["outputs"]]
+                            + [(a, "input") for a in grad["inputs"]], ctx["attrs"]))
+    return [e for e in found if e is not None]
+
+
+def entries_source(spec: OpSpec) -> Optional[str]:
+    """Julia source defining the op's compiled entries; its last value is the
+    vector of their C function pointers, in the order of entries(spec).  None
+    when neither op can have one."""
+    found = entries(spec)
+    if not found:
+        return None
+    return render("entries.jl.j2", spec, entries=found)
+
+
+def entries_file_name(spec: OpSpec) -> str:
+    """Where a build puts entries_source(spec)."""
+    return f"{spec.name}_entries.jl"
+
+
 def julia_file_name(spec: OpSpec) -> str:
     """The Julia file beside custom_op.txt that load() includes: <snake_case op>.jl."""
     return snake_case(spec.name) + ".jl"
@@ -491,7 +566,7 @@ def scaffold_spec(name: str) -> str:
 
 
 #: The templates whose output goes into a build (the others only scaffold).
-BUILD_TEMPLATES = ("kernel.cc.j2", "CMakeLists.txt.j2", "gradtest.py.j2")
+BUILD_TEMPLATES = ("kernel.cc.j2", "CMakeLists.txt.j2", "gradtest.py.j2", "entries.jl.j2")
 
 
 def template_files() -> list[Path]:

@@ -1,5 +1,10 @@
 // The C++ API of runtime.h.
+#include <atomic>
 #include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include "julia_thread.h"
 #include "python_gil.h"
@@ -29,29 +34,89 @@ Outcome guarded(Body&& body) {
   }
 }
 
-// The call itself, on Julia's thread, with the GIL held.
-Outcome call_here(const char* function, std::vector<Arg>& args) {
-  detail::GilAcquire gil;
-  return JuliaThread::instance().side().call(function, args);
+// One call into Julia, whatever its form: Main.<function>(args...) through
+// jl_call, or a compiled entry.  run() happens on Julia's thread.
+struct JuliaCall {
+  const char* function = nullptr;  // generic form
+  std::vector<Arg>* args = nullptr;
+  EntryFn entry = nullptr;         // compiled form
+  EntryArgs entry_args{};
+
+  Outcome run() const {
+    detail::GilAcquire gil;
+    const detail::JuliaSide& side = JuliaThread::instance().side();
+    return entry != nullptr ? side.call_entry(entry, entry_args) : side.call(function, *args);
+  }
+};
+
+std::atomic<uint64_t> g_entry_calls{0};
+
+JuliaCall generic(const char* function, std::vector<Arg>& args) {
+  JuliaCall call;
+  call.function = function;
+  call.args = &args;
+  return call;
+}
+
+JuliaCall compiled(EntryFn entry, const EntryArgs& args) {
+  g_entry_calls.fetch_add(1, std::memory_order_relaxed);
+  JuliaCall call;
+  call.entry = entry;
+  call.entry_args = args;
+  return call;
+}
+
+// Runs the call on Julia's thread while the caller waits; never throws.
+std::string call_and_wait(const JuliaCall& call, int* kind_out) {
+  struct Frame {
+    const JuliaCall* call;
+    Outcome out;
+  } frame{&call, {}};
+  Outcome out = guarded([&frame] {
+    std::string start_error = run_on_julia_thread_raw(
+        [](void* p) {
+          auto* f = static_cast<Frame*>(p);
+          f->out = f->call->run();
+        },
+        &frame);
+    return start_error.empty() ? std::move(frame.out) : unavailable(start_error);
+  });
+  if (kind_out != nullptr) *kind_out = out.kind;
+  return std::move(out.error);
 }
 
 struct AsyncCall {
-  const char* function;
-  std::vector<Arg>* args;
+  JuliaCall call;
   JuliaDone done;
   void* ctx;
 };
 
 // Frees the call before `done`, which may well end the kernel that owns args.
 void complete(AsyncCall* call, Outcome out) {
-  const AsyncCall c = *call;
+  const JuliaDone done = call->done;
+  void* const ctx = call->ctx;
   delete call;
-  c.done(c.ctx, std::move(out.error), out.kind);
+  done(ctx, std::move(out.error), out.kind);
 }
 
 void run_async_call(void* p) {
   auto* call = static_cast<AsyncCall*>(p);
-  complete(call, guarded([call] { return call_here(call->function, *call->args); }));
+  complete(call, guarded([call] { return call->call.run(); }));
+}
+
+// Queues the call for Julia's thread (or makes it at once there); `done` runs afterwards.
+void call_and_post(const JuliaCall& julia_call, JuliaDone done, void* ctx) {
+  auto* call = new AsyncCall{julia_call, done, ctx};
+  Outcome failed = guarded([call] {
+    JuliaThread& julia = JuliaThread::instance();
+    std::string start_error = start_julia(julia);
+    if (!start_error.empty()) return unavailable(start_error);
+    julia.post(&run_async_call, call);
+    return Outcome{};
+  });
+  // Posted: Julia's thread owns the call now (and may have finished it already).
+  if (failed.error.empty() && failed.kind == kOk) return;
+  complete(call, std::move(failed));
 }
 
 }  // namespace
@@ -66,36 +131,34 @@ std::string run_on_julia_thread_raw(void (*fn)(void*), void* ctx) {
 }
 
 std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out) {
-  struct Call {
-    const char* function;
-    std::vector<Arg>* args;
-    Outcome out;
-  } call{function, &args, {}};
-  Outcome out = guarded([&call] {
-    std::string start_error = run_on_julia_thread_raw(
-        [](void* p) {
-          auto* c = static_cast<Call*>(p);
-          c->out = call_here(c->function, *c->args);
-        },
-        &call);
-    return start_error.empty() ? std::move(call.out) : unavailable(start_error);
-  });
-  if (kind_out != nullptr) *kind_out = out.kind;
-  return std::move(out.error);
+  return call_and_wait(generic(function, args), kind_out);
 }
 
 void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx) {
-  auto* call = new AsyncCall{function, &args, done, ctx};
-  Outcome failed = guarded([call] {
-    JuliaThread& julia = JuliaThread::instance();
-    std::string start_error = start_julia(julia);
-    if (!start_error.empty()) return unavailable(start_error);
-    julia.post(&run_async_call, call);
-    return Outcome{};
-  });
-  // Posted: Julia's thread owns the call now (and may have finished it already).
-  if (failed.error.empty() && failed.kind == kOk) return;
-  complete(call, std::move(failed));
+  call_and_post(generic(function, args), done, ctx);
 }
+
+std::string call_entry(EntryFn entry, const EntryArgs& args, int* kind_out) {
+  return call_and_wait(compiled(entry, args), kind_out);
+}
+
+void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void* ctx) {
+  call_and_post(compiled(entry, args), done, ctx);
+}
+
+std::atomic<EntryFn>* entry_slot(const char* op_type) {
+  // Slots are never erased, so the pointers handed out stay valid; a kernel
+  // asks once, when it is constructed, so the lock is off the call path.
+  static std::mutex mutex;
+  static auto* slots = new std::unordered_map<std::string, std::unique_ptr<std::atomic<EntryFn>>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*slots)[op_type != nullptr ? op_type : ""];
+  if (slot == nullptr) slot = std::make_unique<std::atomic<EntryFn>>(nullptr);
+  return slot.get();
+}
+
+namespace detail {
+uint64_t entry_calls() { return g_entry_calls.load(std::memory_order_relaxed); }
+}  // namespace detail
 
 }  // namespace tfjl

@@ -178,6 +178,12 @@ void tfjl_call_counts(uint64_t* direct, uint64_t* handed_over) {
   if (handed_over != nullptr) *handed_over = julia.handed_over_calls();
 }
 
+void tfjl_register_entry(const char* op_type, void* entry) {
+  tfjl::entry_slot(op_type)->store(reinterpret_cast<tfjl::EntryFn>(entry), std::memory_order_release);
+}
+
+uint64_t tfjl_entry_calls(void) { return tfjl::detail::entry_calls(); }
+
 void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const void* run_options,
                                       const void* inputs, void* const* input_values, int ninputs,
                                       const void* outputs, void** output_values, int noutputs,

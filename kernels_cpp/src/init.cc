@@ -107,6 +107,7 @@ std::string load_handles() {
   h.py_repr = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyRepr", &missing));
   h.py_bigint = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyBigInt", &missing));
   h.py_array = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyArray", &missing));
+  h.last_failure = lookup(m, "LAST_FAILURE", &missing);
   if (!missing.empty()) return "TFBridge.jl lacks: " + missing;
   if (!jl_is_array(roots)) return "TFBridge.ROOTS is not a Vector{Any}";
   h.roots = reinterpret_cast<jl_array_t*>(roots);

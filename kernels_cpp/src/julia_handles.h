@@ -39,6 +39,7 @@ struct Handles {
   jl_datatype_t* py_array = nullptr;  // TFBridge.PyArray
   jl_datatype_t* ref_any = nullptr;   // Base.RefValue{Any}
   jl_value_t* empty_string = nullptr;
+  jl_value_t* last_failure = nullptr;  // TFBridge.LAST_FAILURE, a Ref{Any} set by compiled entries
 
   // Filled on first use; see the accessors below.
   jl_value_t* array_types[kNumDTypes][kMaxRank + 1] = {};

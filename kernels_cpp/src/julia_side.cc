@@ -107,6 +107,14 @@ Outcome call(const char* function, std::vector<Arg>& args) {
   return Invocation(args).call(handles().protect, f, [](jl_value_t*) {});
 }
 
+Outcome call_entry(EntryFn entry, const EntryArgs& args) {
+  // No jl_call around it: the entry's own try catches whatever the user's
+  // function throws, and recording the failure cannot throw (TFBridge.entry_failure).
+  const int kind = entry(args.data, args.ints, args.floats);
+  if (kind == kOk) return {};
+  return outcome_of(jl_get_nth_field_noalloc(handles().last_failure, 0));
+}
+
 Outcome call_value(const char* function, std::vector<Arg>& args, tfjl_value* out) {
   jl_value_t* f = resolve_function(function);
   if (f == nullptr) return not_found(function);
@@ -145,8 +153,8 @@ int idle_begin() { return jl_gc_safe_enter(current_ptls()); }
 
 void idle_end(int state) { jl_gc_safe_leave(current_ptls(), static_cast<int8_t>(state)); }
 
-const JuliaSide kJuliaSide = {kJuliaSideAbi, &initialise_julia, &call,      &call_value, &eval_value,
-                              &eval_repr,    &include,          &idle_begin, &idle_end};
+const JuliaSide kJuliaSide = {kJuliaSideAbi, &initialise_julia, &call,     &call_entry, &call_value,
+                              &eval_value,   &eval_repr,        &include,  &idle_begin, &idle_end};
 
 }  // namespace
 }  // namespace detail

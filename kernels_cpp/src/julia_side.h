@@ -38,7 +38,7 @@ struct Outcome {
 
 // Bumped whenever the table changes: both libraries come from one build, so
 // a mismatch means a stale file next to the runtime.
-constexpr int kJuliaSideAbi = 2;
+constexpr int kJuliaSideAbi = 3;
 
 struct JuliaSide {
   int abi;
@@ -46,6 +46,8 @@ struct JuliaSide {
   std::string (*initialise)(const InitParams& params);
   // call_julia's work: Main.<function>(args...) with outputs copied back.
   Outcome (*call)(const char* function, std::vector<Arg>& args);
+  // A compiled entry (runtime.h); a failure is read from TFBridge.LAST_FAILURE.
+  Outcome (*call_entry)(EntryFn entry, const EntryArgs& args);
   // Main.<function>(args...) with the value converted for Python.
   Outcome (*call_value)(const char* function, std::vector<Arg>& args, tfjl_value* out);
   Outcome (*eval_value)(const char* code, tfjl_value* out);

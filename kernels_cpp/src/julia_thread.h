@@ -105,6 +105,9 @@ class JuliaThread {
   std::atomic<int> in_session_run_{0};
 };
 
+// Calls made through compiled entries (api.cc).
+uint64_t entry_calls();
+
 // Implemented in locate.cc.  Fills params from TFBRIDGE_JULIA_BINDIR /
 // TFBRIDGE_JULIA_IMAGE / TFBRIDGE_JULIA_BRIDGE_JL or by asking `julia`.
 std::string params_from_environment(InitParams* params);

@@ -89,6 +89,13 @@ void tfjl_free(void* p);
 /* Calls that ran directly on Julia's thread, and calls handed over to it. */
 void tfjl_call_counts(uint64_t* direct, uint64_t* handed_over);
 
+/* Registers the compiled entry of an op type (a C function pointer made by
+ * Julia's @cfunction, see runtime.h): its kernels call it instead of looking
+ * their function up and calling it through jl_call.  NULL unregisters. */
+void tfjl_register_entry(const char* op_type, void* entry);
+/* Calls made through compiled entries (included in tfjl_call_counts). */
+uint64_t tfjl_entry_calls(void);
+
 /* Runs TF_SessionRun (passed as a pointer: the runtime does not link the C API
  * library) on Julia's thread, so kernels that TF executes inline (a session
  * with inter_op_parallelism_threads = -1) call Julia directly. */

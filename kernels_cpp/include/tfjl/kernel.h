@@ -1,6 +1,6 @@
 // Header-only TensorFlow glue for kernels that call Julia (generated from
-// templates/, or hand-written): TF tensors -> tfjl::Arg, the call, and the
-// error / dynamic-output / string-output handling around it.
+// templates/, or hand-written): TF tensors -> the call's arguments, the call,
+// and the error / dynamic-output / string-output handling around it.
 //
 // A kernel derives from tfjl::JuliaKernel and says what to pass and what to
 // do with the results:
@@ -8,19 +8,19 @@
 //   class MyOp : public tfjl::JuliaKernel {
 //    public:
 //     explicit MyOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "my_op!") {}
-//     absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+//     absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
 //       Tensor* y = nullptr;
 //       TF_RETURN_IF_ERROR(ctx->allocate_output(0, ctx->input(0).shape(), &y));
-//       args->push_back(tfjl::OutputArg(y));             // outputs, inputs, attrs: CONTRACT.md
-//       args->push_back(tfjl::InputArg(ctx->input(0)));
+//       frame->Output(y);                 // outputs, inputs, attrs: CONTRACT.md
+//       frame->Input(ctx->input(0));
 //       return absl::OkStatus();
 //     }
 //     absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
 //       return tfjl::FinishOutput(ctx, 0, args[0]);  // dynamic and string outputs
 //     }
+//   };
 //
 // (Not OP_REQUIRES: TF aborts when it fails in an asynchronous kernel.)
-//   };
 //
 // Or, in a kernel of its own, call tfjl::CallJulia(ctx, "my_op!", args).
 //
@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -227,6 +228,141 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
   return absl::OkStatus();
 }
 
+// What a kernel passes to Julia, in the calling convention's order
+// (CONTRACT.md): filled by Prepare without allocating, then handed over either
+// as a compiled entry's three flat arrays (runtime.h) or as the Args of
+// call_julia.  It refers to the tensors and to string attributes, which must
+// outlive the call (the kernel's inputs, outputs and members do).
+class CallFrame {
+ public:
+  void Output(tensorflow::Tensor* t) { slots_.push_back(TensorSlot(Arg::Output, t)); }
+  void Input(const tensorflow::Tensor& t) { slots_.push_back(TensorSlot(Arg::Input, &t)); }
+  // An output whose shape only the Julia function knows (see DynamicOutputArg);
+  // such a frame always goes through call_julia.
+  void DynamicOutput(DType dtype, std::vector<int64_t> expected = {}) {
+    Slot s;
+    s.kind = Arg::DynamicOutput;
+    s.dtype = dtype;
+    s.expected = std::move(expected);
+    slots_.push_back(std::move(s));
+  }
+  // Attribute values, as AttrArg takes them (a spec's `double` attribute is a
+  // TF float attribute handed to Julia as Float64).
+  void Attr(double v, DType dtype = DType::Float64) { slots_.push_back(AttrSlot(dtype, v, 0)); }
+  void Attr(float v, DType dtype = DType::Float32) { Attr(static_cast<double>(v), dtype); }
+  void Attr(int64_t v) { slots_.push_back(AttrSlot(DType::Int64, 0, v)); }
+  void Attr(int v) { Attr(static_cast<int64_t>(v)); }
+  void Attr(bool v) { slots_.push_back(AttrSlot(DType::Bool, 0, v ? 1 : 0)); }
+  void Attr(const std::string& v) {
+    Slot s = AttrSlot(DType::String, 0, 0);
+    s.text = &v;
+    slots_.push_back(std::move(s));
+  }
+  void Attr(const char*) = delete;  // would bind to Attr(bool): pass a std::string that outlives the call
+
+  // Whether a compiled entry can take the frame: numeric tensors and
+  // attributes only (string tensors and dynamic outputs need the runtime's
+  // conversions, which only call_julia has).
+  bool EntryCompatible() const {
+    for (const Slot& s : slots_) {
+      if (s.kind == Arg::DynamicOutput) return false;
+      if ((s.kind == Arg::Input || s.kind == Arg::Output) && (!s.supported || s.dtype == DType::String)) return false;
+    }
+    return true;
+  }
+
+  // The entry's arrays: per tensor, its buffer in `data` and its rank and TF
+  // shape in `ints`; per attribute, Float64/Float32 in `floats`, Int64 and
+  // Bool in `ints`, String as bytes in `data` and length in `ints`.  The
+  // generated entries read them in the same order (CONTRACT.md).
+  EntryArgs ToEntryArgs() {
+    data_.clear();
+    ints_.clear();
+    floats_.clear();
+    for (const Slot& s : slots_) {
+      if (s.kind == Arg::AttrValue) {
+        switch (s.dtype) {
+          case DType::Float64: case DType::Float32: floats_.push_back(s.f); break;
+          case DType::String:
+            data_.push_back(const_cast<char*>(s.text->data()));
+            ints_.push_back(static_cast<int64_t>(s.text->size()));
+            break;
+          default: ints_.push_back(s.i); break;
+        }
+        continue;
+      }
+      const tensorflow::Tensor& t = *s.tensor;
+      // An empty tensor may have no buffer; Julia still wants an aligned address.
+      void* buffer = t.NumElements() > 0 ? const_cast<char*>(t.tensor_data().data()) : nullptr;
+      data_.push_back(buffer != nullptr ? buffer : empty_buffer_);
+      ints_.push_back(t.dims());
+      for (int k = 0; k < t.dims(); ++k) ints_.push_back(t.dim_size(k));
+    }
+    return EntryArgs{data_.data(), ints_.data(), floats_.data()};
+  }
+
+  // The same arguments for call_julia.
+  std::vector<Arg> ToArgs() const {
+    std::vector<Arg> args;
+    args.reserve(slots_.size());
+    for (const Slot& s : slots_) {
+      switch (s.kind) {
+        case Arg::Input: args.push_back(InputArg(*s.tensor)); break;
+        case Arg::Output: args.push_back(OutputArg(const_cast<tensorflow::Tensor*>(s.tensor))); break;
+        case Arg::DynamicOutput: args.push_back(DynamicOutputArg(s.dtype, s.expected)); break;
+        case Arg::AttrValue:
+          switch (s.dtype) {
+            case DType::Float64: case DType::Float32: args.push_back(AttrArg(s.f, s.dtype)); break;
+            case DType::Bool: args.push_back(AttrArg(s.i != 0)); break;
+            case DType::String: args.push_back(AttrArg(*s.text)); break;
+            default: args.push_back(AttrArg(s.i)); break;
+          }
+          break;
+      }
+    }
+    return args;
+  }
+
+  size_t size() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    Arg::Kind kind = Arg::Input;
+    DType dtype = DType::Float64;
+    bool supported = true;                       // a dtype Julia ops take
+    const tensorflow::Tensor* tensor = nullptr;  // Input / Output
+    double f = 0;                                // float attributes
+    int64_t i = 0;                               // int and bool attributes
+    const std::string* text = nullptr;           // string attributes
+    std::vector<int64_t> expected;               // DynamicOutput (empty: no check)
+  };
+
+  static Slot TensorSlot(Arg::Kind kind, const tensorflow::Tensor* t) {
+    Slot s;
+    s.kind = kind;
+    s.tensor = t;
+    s.supported = DTypeFromTF(t->dtype(), &s.dtype);
+    return s;
+  }
+
+  static Slot AttrSlot(DType dtype, double f, int64_t i) {
+    Slot s;
+    s.kind = Arg::AttrValue;
+    s.dtype = dtype;
+    s.f = f;
+    s.i = i;
+    return s;
+  }
+
+  // Real ops have a handful of arguments: these stay on the stack.
+  absl::InlinedVector<Slot, 8> slots_;
+  absl::InlinedVector<void*, 8> data_;
+  absl::InlinedVector<int64_t, 24> ints_;
+  absl::InlinedVector<double, 4> floats_;
+
+  alignas(64) static inline char empty_buffer_[64] = {};
+};
+
 // The base of a kernel whose work is one call of a Julia function.
 //
 // A kernel created on Julia's thread (a Session(julia_thread=True), which
@@ -237,20 +373,26 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
 // for Julia, and a run of consecutive Julia ops is not paying for two thread
 // wake-ups each.  TFBRIDGE_JULIA_ASYNC=0 makes every kernel synchronous
 // (pool threads then hand each call over and sleep until it is done).
+//
+// The call goes through the op type's compiled entry when one is registered
+// (bridge.customop.load does) and the frame allows it, else through
+// call_julia, which looks the function up and calls it with jl_call.
 class JuliaKernel : public tensorflow::AsyncOpKernel {
  public:
   JuliaKernel(tensorflow::OpKernelConstruction* ctx, const char* function)
-      : AsyncOpKernel(ctx), function_(function), async_(!on_julia_thread() && AsyncEnabled()) {}
+      : AsyncOpKernel(ctx),
+        function_(function),
+        async_(!on_julia_thread() && AsyncEnabled()),
+        entry_(entry_slot(ctx->def().op().c_str())) {}
 
   // TF's executor asks this once, when it builds the kernel into a graph.
   tensorflow::AsyncOpKernel* AsAsync() override { return async_ ? this : nullptr; }
 
   void Compute(tensorflow::OpKernelContext* ctx) override {
     // Not OP_REQUIRES: TF forbids it in asynchronous kernels, and this one may be.
-    std::vector<Arg> args;
-    absl::Status status = Prepare(ctx, &args);
-    if (status.ok()) status = CallJulia(ctx, function_, args);
-    if (status.ok()) status = Finish(ctx, args);
+    CallFrame frame;
+    absl::Status status = Prepare(ctx, &frame);
+    if (status.ok()) status = Call(ctx, frame);
     if (!status.ok()) ctx->SetStatus(status);
   }
 
@@ -260,21 +402,28 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       done();
       return;
     }
-    auto* pending = new Pending{this, ctx, std::move(done), {}};
-    absl::Status status = Prepare(ctx, &pending->args);
+    auto* pending = new Pending{this, ctx, std::move(done), {}, false, {}};
+    absl::Status status = Prepare(ctx, &pending->frame);
     if (!status.ok()) {
       ctx->SetStatus(status);
       Pending::Complete(pending);
       return;
     }
+    if (EntryFn entry = EntryFor(pending->frame)) {
+      call_entry_async(entry, pending->frame.ToEntryArgs(), &Pending::Called, pending);
+      return;
+    }
+    pending->generic = true;
+    pending->args = pending->frame.ToArgs();
     call_julia_async(function_, pending->args, &Pending::Called, pending);
   }
 
  protected:
   // Validates the inputs, allocates the outputs of known shape and fills
-  // `args` (Julia's calling convention: CONTRACT.md).
-  virtual absl::Status Prepare(tensorflow::OpKernelContext* ctx, std::vector<Arg>* args) = 0;
-  // After a successful call: outputs sized by Julia, strings, checks.
+  // `frame` (Julia's calling convention: CONTRACT.md).
+  virtual absl::Status Prepare(tensorflow::OpKernelContext* ctx, CallFrame* frame) = 0;
+  // After a successful call_julia: outputs sized by Julia, strings, checks.
+  // (Frames with dynamic or string outputs never take a compiled entry.)
   virtual absl::Status Finish(tensorflow::OpKernelContext* /*ctx*/, std::vector<Arg>& /*args*/) {
     return absl::OkStatus();
   }
@@ -284,6 +433,8 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
     JuliaKernel* kernel;
     tensorflow::OpKernelContext* ctx;
     DoneCallback done;
+    CallFrame frame;
+    bool generic = false;  // through call_julia, with args (else the compiled entry)
     std::vector<Arg> args;
 
     static void Complete(Pending* p) {
@@ -294,13 +445,34 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
     // Runs on Julia's thread once the call is over (outside the GIL).
     static void Called(void* self, std::string error, int kind) {
       auto* p = static_cast<Pending*>(self);
-      absl::Status status = error.empty() && kind == kOk
-                                ? p->kernel->Finish(p->ctx, p->args)
-                                : ErrorStatus(p->kernel->type_string(), p->kernel->function_, kind, error);
+      absl::Status status = absl::OkStatus();
+      if (!error.empty() || kind != kOk) {
+        status = ErrorStatus(p->kernel->type_string(), p->kernel->function_, kind, error);
+      } else if (p->generic) {
+        status = p->kernel->Finish(p->ctx, p->args);
+      }
       if (!status.ok()) p->ctx->SetStatus(status);
       Complete(p);
     }
   };
+
+  // The compiled entry to call for this frame, or null for call_julia.
+  EntryFn EntryFor(const CallFrame& frame) const {
+    EntryFn entry = entry_->load(std::memory_order_acquire);
+    return entry != nullptr && frame.EntryCompatible() ? entry : nullptr;
+  }
+
+  absl::Status Call(tensorflow::OpKernelContext* ctx, CallFrame& frame) {
+    if (EntryFn entry = EntryFor(frame)) {
+      int kind = kOk;
+      std::string error = call_entry(entry, frame.ToEntryArgs(), &kind);
+      if (error.empty() && kind == kOk) return absl::OkStatus();
+      return ErrorStatus(type_string(), function_, kind, error);
+    }
+    std::vector<Arg> args = frame.ToArgs();
+    absl::Status status = CallJulia(ctx, function_, args);
+    return status.ok() ? Finish(ctx, args) : status;
+  }
 
   static bool AsyncEnabled() {
     const char* v = std::getenv("TFBRIDGE_JULIA_ASYNC");
@@ -309,6 +481,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
 
   const char* const function_;
   const bool async_;
+  std::atomic<EntryFn>* const entry_;  // this op type's registry slot (runtime.h)
 };
 
 }  // namespace tfjl

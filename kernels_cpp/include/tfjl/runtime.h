@@ -7,6 +7,7 @@
 #ifndef TFJL_RUNTIME_H_
 #define TFJL_RUNTIME_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -52,6 +53,36 @@ std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_o
 // `done` must not throw.
 using JuliaDone = void (*)(void* ctx, std::string error, int kind);
 void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx);
+
+// ---------------------------------------------------------------- compiled entries
+//
+// A compiled entry is Julia code generated for one op type from its spec
+// (templates/entries.jl.j2), made C-callable with @cfunction: it wraps the
+// buffers and calls the user's function with argument types fixed at
+// generation time, so a call needs neither jl_call nor dispatch.  Arguments
+// come as three flat arrays filled in calling-convention order (CONTRACT.md,
+// "Compiled entries"); it returns 0, or an ErrorKind with the failure recorded
+// in TFBridge.LAST_FAILURE, which call_entry reads back.
+using EntryFn = int (*)(void* const* data, const int64_t* ints, const double* floats);
+
+// The three arrays of one entry call; they must outlive the call.
+struct EntryArgs {
+  void* const* data;
+  const int64_t* ints;
+  const double* floats;
+};
+
+// The registry slot of an op type: created on first request, never freed, so
+// a kernel can keep the pointer and load the entry on every call (null until
+// bridge.customop.load registers one; the kernel then uses call_julia).
+std::atomic<EntryFn>* entry_slot(const char* op_type);
+
+// call_julia for a compiled entry: on Julia's thread (directly, or handed
+// over while the caller waits), holding the GIL.
+std::string call_entry(EntryFn entry, const EntryArgs& args, int* kind_out);
+
+// call_julia_async for a compiled entry.
+void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void* ctx);
 
 // True on the thread that owns Julia.
 bool on_julia_thread();

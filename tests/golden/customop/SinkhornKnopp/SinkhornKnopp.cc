@@ -54,7 +54,7 @@ class SinkhornKnoppOp : public tfjl::JuliaKernel {
   explicit SinkhornKnoppOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "sinkhorn_knopp") {}
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& m = ctx->input(0);
     const Tensor& iter = ctx->input(1);
 
@@ -72,11 +72,10 @@ class SinkhornKnoppOp : public tfjl::JuliaKernel {
     TF_RETURN_IF_ERROR(ctx->allocate_output(1, TensorShape(), &l));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    args->reserve(4);
-    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1, -1}));
-    args->push_back(tfjl::OutputArg(l));
-    args->push_back(tfjl::InputArg(m));
-    args->push_back(tfjl::InputArg(iter));
+    frame->DynamicOutput(tfjl::DType::Float64, {-1, -1});
+    frame->Output(l);
+    frame->Input(m);
+    frame->Input(iter);
     return absl::OkStatus();
   }
 
@@ -112,7 +111,7 @@ class SinkhornKnoppGradOp : public tfjl::JuliaKernel {
   explicit SinkhornKnoppGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "sinkhorn_knopp_grad") {}
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& grad_p = ctx->input(0);
     const Tensor& grad_l = ctx->input(1);
     const Tensor& p = ctx->input(2);
@@ -134,14 +133,13 @@ class SinkhornKnoppGradOp : public tfjl::JuliaKernel {
     grad_m->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    args->reserve(7);
-    args->push_back(tfjl::OutputArg(grad_m));
-    args->push_back(tfjl::InputArg(grad_p));
-    args->push_back(tfjl::InputArg(grad_l));
-    args->push_back(tfjl::InputArg(p));
-    args->push_back(tfjl::InputArg(l));
-    args->push_back(tfjl::InputArg(m));
-    args->push_back(tfjl::InputArg(iter));
+    frame->Output(grad_m);
+    frame->Input(grad_p);
+    frame->Input(grad_l);
+    frame->Input(p);
+    frame->Input(l);
+    frame->Input(m);
+    frame->Input(iter);
     return absl::OkStatus();
   }
 };

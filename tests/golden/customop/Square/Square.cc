@@ -50,7 +50,7 @@ class SquareOp : public tfjl::JuliaKernel {
   explicit SquareOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "square") {}
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& x = ctx->input(0);
 
     if (x.dims() != 0) {
@@ -63,9 +63,8 @@ class SquareOp : public tfjl::JuliaKernel {
     TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape(), &y));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    args->reserve(2);
-    args->push_back(tfjl::OutputArg(y));
-    args->push_back(tfjl::InputArg(x));
+    frame->Output(y);
+    frame->Input(x);
     return absl::OkStatus();
   }
 };
@@ -92,7 +91,7 @@ class SquareGradOp : public tfjl::JuliaKernel {
   explicit SquareGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "square_grad") {}
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& grad_y = ctx->input(0);
     const Tensor& y = ctx->input(1);
     const Tensor& x = ctx->input(2);
@@ -107,11 +106,10 @@ class SquareGradOp : public tfjl::JuliaKernel {
     grad_x->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    args->reserve(4);
-    args->push_back(tfjl::OutputArg(grad_x));
-    args->push_back(tfjl::InputArg(grad_y));
-    args->push_back(tfjl::InputArg(y));
-    args->push_back(tfjl::InputArg(x));
+    frame->Output(grad_x);
+    frame->Input(grad_y);
+    frame->Input(y);
+    frame->Input(x);
     return absl::OkStatus();
   }
 };

@@ -59,7 +59,7 @@ class TokenizeOp : public tfjl::JuliaKernel {
   }
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& text = ctx->input(0);
     const Tensor& stopwords = ctx->input(1);
 
@@ -81,13 +81,12 @@ class TokenizeOp : public tfjl::JuliaKernel {
     TF_RETURN_IF_ERROR(ctx->allocate_output(2, TensorShape(), &count));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    args->reserve(6);
-    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::String, {-1}));
-    args->push_back(tfjl::OutputArg(first_last));
-    args->push_back(tfjl::OutputArg(count));
-    args->push_back(tfjl::InputArg(text));
-    args->push_back(tfjl::InputArg(stopwords));
-    args->push_back(tfjl::AttrArg(sep_));
+    frame->DynamicOutput(tfjl::DType::String, {-1});
+    frame->Output(first_last);
+    frame->Output(count);
+    frame->Input(text);
+    frame->Input(stopwords);
+    frame->Attr(sep_);
     return absl::OkStatus();
   }
 

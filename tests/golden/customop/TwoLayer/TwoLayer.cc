@@ -121,7 +121,7 @@ class TwoLayerOp : public tfjl::JuliaKernel {
   }
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& x = ctx->input(0);
     const Tensor& w1 = ctx->input(1);
     const Tensor& b1 = ctx->input(2);
@@ -188,18 +188,17 @@ class TwoLayerOp : public tfjl::JuliaKernel {
     TF_RETURN_IF_ERROR(ctx->allocate_output(1, hidden_shape, &hidden));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    args->reserve(11);
-    args->push_back(tfjl::OutputArg(y));
-    args->push_back(tfjl::OutputArg(hidden));
-    args->push_back(tfjl::InputArg(x));
-    args->push_back(tfjl::InputArg(w1));
-    args->push_back(tfjl::InputArg(b1));
-    args->push_back(tfjl::InputArg(w2));
-    args->push_back(tfjl::InputArg(b2));
-    args->push_back(tfjl::AttrArg(alpha_, tfjl::DType::Float64));
-    args->push_back(tfjl::AttrArg(k_));
-    args->push_back(tfjl::AttrArg(relu_));
-    args->push_back(tfjl::AttrArg(mode_));
+    frame->Output(y);
+    frame->Output(hidden);
+    frame->Input(x);
+    frame->Input(w1);
+    frame->Input(b1);
+    frame->Input(w2);
+    frame->Input(b2);
+    frame->Attr(alpha_, tfjl::DType::Float64);
+    frame->Attr(k_);
+    frame->Attr(relu_);
+    frame->Attr(mode_);
     return absl::OkStatus();
   }
 
@@ -255,7 +254,7 @@ class TwoLayerGradOp : public tfjl::JuliaKernel {
   }
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& grad_y = ctx->input(0);
     const Tensor& grad_hidden = ctx->input(1);
     const Tensor& y = ctx->input(2);
@@ -292,25 +291,24 @@ class TwoLayerGradOp : public tfjl::JuliaKernel {
     grad_b2->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    args->reserve(18);
-    args->push_back(tfjl::OutputArg(grad_x));
-    args->push_back(tfjl::OutputArg(grad_w1));
-    args->push_back(tfjl::OutputArg(grad_b1));
-    args->push_back(tfjl::OutputArg(grad_w2));
-    args->push_back(tfjl::OutputArg(grad_b2));
-    args->push_back(tfjl::InputArg(grad_y));
-    args->push_back(tfjl::InputArg(grad_hidden));
-    args->push_back(tfjl::InputArg(y));
-    args->push_back(tfjl::InputArg(hidden));
-    args->push_back(tfjl::InputArg(x));
-    args->push_back(tfjl::InputArg(w1));
-    args->push_back(tfjl::InputArg(b1));
-    args->push_back(tfjl::InputArg(w2));
-    args->push_back(tfjl::InputArg(b2));
-    args->push_back(tfjl::AttrArg(alpha_, tfjl::DType::Float64));
-    args->push_back(tfjl::AttrArg(k_));
-    args->push_back(tfjl::AttrArg(relu_));
-    args->push_back(tfjl::AttrArg(mode_));
+    frame->Output(grad_x);
+    frame->Output(grad_w1);
+    frame->Output(grad_b1);
+    frame->Output(grad_w2);
+    frame->Output(grad_b2);
+    frame->Input(grad_y);
+    frame->Input(grad_hidden);
+    frame->Input(y);
+    frame->Input(hidden);
+    frame->Input(x);
+    frame->Input(w1);
+    frame->Input(b1);
+    frame->Input(w2);
+    frame->Input(b2);
+    frame->Attr(alpha_, tfjl::DType::Float64);
+    frame->Attr(k_);
+    frame->Attr(relu_);
+    frame->Attr(mode_);
     return absl::OkStatus();
   }
 

@@ -60,7 +60,7 @@ class ZeroOutRowOp : public tfjl::JuliaKernel {
   explicit ZeroOutRowOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "zero_out_row") {}
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& indices = ctx->input(0);
     const Tensor& vv = ctx->input(1);
     const Tensor& bd = ctx->input(2);
@@ -85,12 +85,11 @@ class ZeroOutRowOp : public tfjl::JuliaKernel {
     }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    args->reserve(5);
-    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::Int64, {-1, 2}));
-    args->push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1}));
-    args->push_back(tfjl::InputArg(indices));
-    args->push_back(tfjl::InputArg(vv));
-    args->push_back(tfjl::InputArg(bd));
+    frame->DynamicOutput(tfjl::DType::Int64, {-1, 2});
+    frame->DynamicOutput(tfjl::DType::Float64, {-1});
+    frame->Input(indices);
+    frame->Input(vv);
+    frame->Input(bd);
     return absl::OkStatus();
   }
 
@@ -127,7 +126,7 @@ class ZeroOutRowGradOp : public tfjl::JuliaKernel {
   explicit ZeroOutRowGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "zero_out_row_grad") {}
 
  protected:
-  absl::Status Prepare(OpKernelContext* ctx, std::vector<tfjl::Arg>* args) override {
+  absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
     const Tensor& grad_ovv = ctx->input(0);
     const Tensor& oindices = ctx->input(1);
     const Tensor& ovv = ctx->input(2);
@@ -145,14 +144,13 @@ class ZeroOutRowGradOp : public tfjl::JuliaKernel {
     grad_vv->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    args->reserve(7);
-    args->push_back(tfjl::OutputArg(grad_vv));
-    args->push_back(tfjl::InputArg(grad_ovv));
-    args->push_back(tfjl::InputArg(oindices));
-    args->push_back(tfjl::InputArg(ovv));
-    args->push_back(tfjl::InputArg(indices));
-    args->push_back(tfjl::InputArg(vv));
-    args->push_back(tfjl::InputArg(bd));
+    frame->Output(grad_vv);
+    frame->Input(grad_ovv);
+    frame->Input(oindices);
+    frame->Input(ovv);
+    frame->Input(indices);
+    frame->Input(vv);
+    frame->Input(bd);
     return absl::OkStatus();
   }
 };
