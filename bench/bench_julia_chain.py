@@ -4,7 +4,8 @@ Compared, in the same run, with the same chain of native Tanh ops and (in a
 separate process, stock TensorFlow) with tf.numpy_function(np.tanh).
 Three modes for the Julia op:
 - direct: Session(julia_thread=True) runs the graph on Julia's thread, so
-  each kernel calls Julia directly;
+  each kernel calls Julia directly (through the op's compiled entry; the
+  generic jl_call path is timed too, with the entry unregistered);
 - pool: TF's multi-threaded executor (the default for graphs of more than 16
   ops) runs kernels on its pool threads; each posts its call to Julia's
   thread and returns to the pool;
@@ -51,17 +52,26 @@ def per_op_us(graph_x_y, config) -> float:
 
 
 native_graph, julia_graph = chain(ops.tanh), chain(jl.jl_tanh)
-inline = bridge.SessionConfig(julia_thread=True)
-inline_native = bridge.SessionConfig(inter_op_parallelism_threads=-1)
-callers_thread = bridge.SessionConfig(inline_small_graphs=CHAIN + 10)
+# Grappler would fuse the native chain into one UnaryOpsComposition kernel:
+# every mode runs the graph as written.
+inline = bridge.SessionConfig(julia_thread=True, disable_meta_optimizer=True)
+inline_native = bridge.SessionConfig(inter_op_parallelism_threads=-1, disable_meta_optimizer=True)
+default = bridge.SessionConfig(disable_meta_optimizer=True)
+callers_thread = bridge.SessionConfig(inline_small_graphs=CHAIN + 10, disable_meta_optimizer=True)
 results = {
-    "native Tanh, default executor": per_op_us(native_graph, None),
+    "native Tanh, default executor": per_op_us(native_graph, default),
     "native Tanh, inline executor": per_op_us(native_graph, inline_native),
     "native Tanh, on Julia's thread (julia_thread)": per_op_us(native_graph, inline),
     "Julia op, direct on Julia's thread (inline)": per_op_us(julia_graph, inline),
-    "Julia op, TF's pool threads post to Julia": per_op_us(julia_graph, None),
+    "Julia op, TF's pool threads post to Julia": per_op_us(julia_graph, default),
     "Julia op, caller's thread runs the graph": per_op_us(julia_graph, callers_thread),
 }
+entry_calls = bridge.julia.entry_calls()
+# The same direct run through the generic path: jl_call, dispatch on
+# TFBridge.protect, arguments as std::vector<tfjl::Arg>.
+bridge.julia.register_entry("JlTanh", 0)
+results["Julia op, direct, generic path (no entry)"] = per_op_us(julia_graph, inline)
+assert bridge.julia.entry_calls() == entry_calls, "the generic run went through the entry"
 numpy_function = run_anchor(ANCHOR_TIMER + f'''
 import json, numpy as np, tensorflow as tf
 tf.compat.v1.disable_eager_execution()
@@ -87,15 +97,23 @@ rows = [(k, v, "us/op") for k, v in results.items()]
 direct = results["Julia op, direct on Julia's thread (inline)"]
 pool = results["Julia op, TF's pool threads post to Julia"]
 callers = results["Julia op, caller's thread runs the graph"]
+same_thread = results["native Tanh, on Julia's thread (julia_thread)"]
+# Like for like: both chains in a Session(julia_thread=True), so both pay for
+# handing the run to Julia's thread and back.
 report("Chain of 100 ops, tanh on 10 doubles", rows,
-       "Julia direct / native (same inline executor)", direct / results["native Tanh, inline executor"],
-       "<= 2x")
-print(f"  {'Julia direct / native (default executor)':<48s} {direct / results['native Tanh, default executor']:12.3f}x")
-same_thread = direct / results["native Tanh, on Julia's thread (julia_thread)"]
-label = "Julia direct / native, both on Julia's thread"
-print(f"  {label:<48s} {same_thread:12.3f}x")
+       "Julia direct / native, both on Julia's thread", direct / same_thread, "<= 2x")
+
+
+def line(label: str, ratio: float, note: str = "") -> None:
+    print(f"  {label:<48s} {ratio:12.3f}x{note}")
+
+
+line("Julia direct / native inline in the caller", direct / results["native Tanh, inline executor"])
+line("Julia direct / native (default executor)", direct / results["native Tanh, default executor"])
+line("generic path / compiled entry (direct)", results["Julia op, direct, generic path (no entry)"] / direct)
 body = results["jl_tanh alone, called in Julia (no TF, no bridge)"]
-print(f"  {'bridge cost per op: (direct - body) / native':<48s} {(direct - body) / results['native Tanh, inline executor']:12.3f}x")
-print(f"  {'Julia direct / tf.numpy_function':<48s} {direct / numpy_function:12.3f}x   (goal: < 1x)")
-print(f"  {'Julia pool / tf.numpy_function':<48s} {pool / numpy_function:12.3f}x   (goal: < 1x)")
-print(f"  {'Julia in the caller thread / tf.numpy_function':<48s} {callers / numpy_function:12.3f}x   (goal: < 1x)")
+line("bridge cost per op: (direct - body) / native", (direct - body) / same_thread,
+     "   (same-thread native)")
+line("Julia direct / tf.numpy_function", direct / numpy_function, "   (goal: < 1x)")
+line("Julia pool / tf.numpy_function", pool / numpy_function, "   (goal: < 1x)")
+line("Julia in the caller thread / tf.numpy_function", callers / numpy_function, "   (goal: < 1x)")
