@@ -280,3 +280,20 @@ def test_entries_can_be_switched_off(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "entry calls 0" in proc.stdout
+
+
+def test_an_entries_file_that_does_not_match_its_spec_is_refused(root):
+    """A build folder edited by hand (or left half-written) must not register
+    pointers against the wrong op types."""
+    _, folder = _make(root, "Stale", "Stale\ndouble x(n)\ndouble y(n) -> output\n",
+                      "stale(y, x) = (y .= x; nothing)\nstale_grad(gx, gy, y, x) = (gx .+= gy; nothing)\n")
+    spec = customop.parse_file(folder / "custom_op.txt")
+    source = customop.build(folder).parent / customop.codegen.entries_file_name(spec)
+    text = source.read_text()
+    source.write_text(text[:text.rindex("Int[")] + "Int[Int(@cfunction(tfbridge_entry_Stale, Cint, "
+                      "(Ptr{Ptr{Cvoid}}, Ptr{Int64}, Ptr{Float64})))]\n")
+    try:
+        with pytest.raises(RuntimeError, match=r"gave 1 entry pointers for 2 ops \['Stale', 'StaleGrad'\]"):
+            customop.load(folder)
+    finally:
+        source.write_text(text)
