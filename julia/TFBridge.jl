@@ -158,6 +158,7 @@ end
 """`Main.name`, or `nothing` if it is not defined."""
 main_function(name::Symbol) = isdefined(Main, name) ? getfield(Main, name) : nothing
 
+# The generic path says the same from C++ (not_found in kernels_cpp/src/invoke.cc).
 not_found_text(name::Symbol) = "UndefVarError: $name not defined: no such Julia function in Main " *
                                "(define it, e.g. with bridge.julia.include, before the call)"
 

@@ -114,6 +114,7 @@ jl_value_t* resolve_function(const char* name) {
   return jl_get_global(module, jl_symbol(p));
 }
 
+// Compiled entries say the same from Julia (TFBridge.not_found_text).
 Outcome not_found(const char* name) {
   return {std::string("UndefVarError: ") + (name ? name : "(null)") +
               " not defined: no such Julia function in Main (define it, e.g. with bridge.julia.include, "

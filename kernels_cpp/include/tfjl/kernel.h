@@ -323,8 +323,6 @@ class CallFrame {
     return args;
   }
 
-  size_t size() const { return slots_.size(); }
-
  private:
   struct Slot {
     Arg::Kind kind = Arg::Input;
