@@ -9,7 +9,7 @@ import numpy as np
 from . import _proto as pb
 from ._lib import CTypes as C
 from ._lib import ffi, lib
-from .errors import check, status
+from .errors import Status, check, status
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor, to_numpy
 
@@ -221,7 +221,11 @@ class Session:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            s = status()
+            # A status of its own: close() also runs from __del__ in the
+            # interpreter's last garbage collection, which may already have
+            # freed this thread's shared status (finalizers of one batch of
+            # garbage run in no set order).
+            s = Status()
             lib.TF_CloseSession(self._ptr, s.ptr)
             lib.TF_DeleteSession(self._ptr, s.ptr)
             check(s, "closing session")

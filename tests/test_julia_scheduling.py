@@ -273,3 +273,45 @@ def test_a_julia_that_cannot_start_is_a_tf_error(step_dir, kernels):
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_JULIA_SCRIPT), str(library)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0 and "no julia ok" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+
+
+OPEN_SESSIONS_SCRIPT = """
+import sys
+import numpy as np
+import bridge
+from bridge import customop
+
+step = customop.load(sys.argv[1])
+
+
+def graph(op):
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None], name="x")
+        y = op(x)
+    return g, x, y
+
+
+left_open = []
+for op in (bridge.ops.neg, step.jl_step):
+    g, x, y = graph(op)
+    left_open.append((bridge.Session(g, config=bridge.SessionConfig(julia_thread=True)), x, y))
+for sess, x, y in left_open:
+    assert sess.run(y, {x: np.ones(2)}).tolist() in ([-1.0, -1.0], [3.0, 3.0])
+print("ran", flush=True)
+"""
+
+
+def test_a_process_exiting_with_sessions_left_open_exits_cleanly(step_dir):
+    """Sessions never closed are closed by the interpreter's last garbage
+    collection, which also frees cffi-owned objects in no set order.  Closing
+    once used this thread's shared TF_Status, freed earlier in that same pass:
+    TF wrote into freed memory, and the process died of heap corruption (or
+    hung, in Julia's crash handler)."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(OPEN_SESSIONS_SCRIPT), str(step_dir)],
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process hung at exit:\n{(exc.stderr or b'')[-3000:]!r}")
+    assert proc.stdout.strip() == "ran" and proc.returncode == 0, \
+        f"exit {proc.returncode}:\n{proc.stderr[-3000:]}"

@@ -45,6 +45,23 @@ def test_errors_carry_tf_message_and_session_stays_usable(graph):
         s.run("y:0", {x: np.ones((1, 3))})
 
 
+def test_closing_leaves_this_threads_shared_status_alone(graph):
+    """close() also runs from __del__ in the interpreter's last garbage
+    collection, which may free this thread's shared TF_Status first: close
+    must use a status of its own (the end-to-end case, a process exiting with
+    sessions open, is in test_julia_scheduling)."""
+    from bridge._lib import lib
+
+    session = bridge.Session(graph)
+    shared = errors.status()
+    lib.TF_SetStatus(shared.ptr, 3, b"sentinel")  # 3: INVALID_ARGUMENT
+    try:
+        session.close()
+        assert (shared.code, shared.message) == (3, "sentinel")
+    finally:
+        lib.TF_SetStatus(shared.ptr, 0, b"")
+
+
 def test_malformed_graphdef_raises_invalid_argument():
     g = bridge.Graph()
     with pytest.raises(errors.InvalidArgumentError, match="Invalid GraphDef"):
