@@ -23,6 +23,23 @@ def per_call_us(fn: Callable[[], object], calls: int, repeats: int = 5) -> float
     return best * 1e6
 
 
+def interleaved_per_call_us(fns: dict[str, Callable[[], object]], calls: int, rounds: int = 15) -> dict[str, float]:
+    """Best mean time of one call of each function, in microseconds, measured
+    in alternating rounds: a burst of noise from other tenants of the machine
+    then lands on one round of every function rather than on all the rounds
+    of one of them, and the best round of each is compared."""
+    for fn in fns.values():
+        fn()  # warm-up
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) / calls)
+    return {name: t * 1e6 for name, t in best.items()}
+
+
 def run_anchor(code: str, timeout: float = 600) -> dict:
     """Run ``code`` in a fresh interpreter; it must print one JSON object last."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,

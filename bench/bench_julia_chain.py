@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ANCHOR_TIMER, julia_op, per_call_us, report, run_anchor  # noqa: E402
+from _common import ANCHOR_TIMER, interleaved_per_call_us, julia_op, report, run_anchor  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
 
-CHAIN, SIZE, CALLS = 100, 10, 300
+CHAIN, SIZE, CALLS = 100, 10, 100
 
 jl = julia_op("JlTanh", "JlTanh\ndouble x(n)\ndouble y(n) -> output\n",
               "jl_tanh(y, x) = (y .= tanh.(x); nothing)\njl_tanh_grad(gx, gy, y, x) = (gx .= gy .* (1 .- y .^ 2); nothing)\n")
@@ -40,15 +40,21 @@ def chain(make):
     return g, x, y
 
 
-def per_op_us(graph_x_y, config) -> float:
+def runner(graph_x_y, config, sessions: list):
+    """A function running the chain once in a new session (checked first)."""
     g, x, y = graph_x_y
     value = np.linspace(-1, 1, SIZE)
-    with bridge.Session(g, config=config) as sess:
-        expected = value.copy()
-        for _ in range(CHAIN):
-            expected = np.tanh(expected)
-        np.testing.assert_allclose(sess.run(y, {x: value}), expected, rtol=1e-12)
-        return per_call_us(lambda: sess.run(y, {x: value}), CALLS) / CHAIN
+    sess = bridge.Session(g, config=config)
+    sessions.append(sess)
+    expected = value.copy()
+    for _ in range(CHAIN):
+        expected = np.tanh(expected)
+    np.testing.assert_allclose(sess.run(y, {x: value}), expected, rtol=1e-12)
+    return lambda: sess.run(y, {x: value})
+
+
+def per_op_us(runners: dict) -> dict:
+    return {name: us / CHAIN for name, us in interleaved_per_call_us(runners, CALLS).items()}
 
 
 native_graph, julia_graph = chain(ops.tanh), chain(jl.jl_tanh)
@@ -58,20 +64,23 @@ inline = bridge.SessionConfig(julia_thread=True, disable_meta_optimizer=True)
 inline_native = bridge.SessionConfig(inter_op_parallelism_threads=-1, disable_meta_optimizer=True)
 default = bridge.SessionConfig(disable_meta_optimizer=True)
 callers_thread = bridge.SessionConfig(inline_small_graphs=CHAIN + 10, disable_meta_optimizer=True)
-results = {
-    "native Tanh, default executor": per_op_us(native_graph, default),
-    "native Tanh, inline executor": per_op_us(native_graph, inline_native),
-    "native Tanh, on Julia's thread (julia_thread)": per_op_us(native_graph, inline),
-    "Julia op, direct on Julia's thread (inline)": per_op_us(julia_graph, inline),
-    "Julia op, TF's pool threads post to Julia": per_op_us(julia_graph, default),
-    "Julia op, caller's thread runs the graph": per_op_us(julia_graph, callers_thread),
-}
+sessions: list = []
+results = per_op_us({
+    "native Tanh, default executor": runner(native_graph, default, sessions),
+    "native Tanh, inline executor": runner(native_graph, inline_native, sessions),
+    "native Tanh, on Julia's thread (julia_thread)": runner(native_graph, inline, sessions),
+    "Julia op, direct on Julia's thread (inline)": runner(julia_graph, inline, sessions),
+    "Julia op, TF's pool threads post to Julia": runner(julia_graph, default, sessions),
+    "Julia op, caller's thread runs the graph": runner(julia_graph, callers_thread, sessions),
+})
 entry_calls = bridge.julia.entry_calls()
 # The same direct run through the generic path: jl_call, dispatch on
 # TFBridge.protect, arguments as std::vector<tfjl::Arg>.
 bridge.julia.register_entry("JlTanh", 0)
-results["Julia op, direct, generic path (no entry)"] = per_op_us(julia_graph, inline)
+results.update(per_op_us({"Julia op, direct, generic path (no entry)": runner(julia_graph, inline, sessions)}))
 assert bridge.julia.entry_calls() == entry_calls, "the generic run went through the entry"
+for sess in sessions:
+    sess.close()
 numpy_function = run_anchor(ANCHOR_TIMER + f'''
 import json, numpy as np, tensorflow as tf
 tf.compat.v1.disable_eager_execution()

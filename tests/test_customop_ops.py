@@ -299,6 +299,33 @@ def test_stress_eight_threads_two_hundred_sessions_each(root):
     assert (direct_after - direct_before, handed_after - handed_before) == (0, 8 * 200 * 4)
 
 
+# --- output buffers: small ones are recycled, never while still in use --------
+
+def test_recycled_output_buffers_never_back_two_live_tensors(root):
+    """Outputs of up to 4 KiB come from free lists (kernels_cpp/include/tfjl/
+    output_pool.h).  Fetched results are views of TF's buffers: each must keep
+    its values through hundreds of later runs whose outputs are recycled, for
+    every size class, at the 4 KiB boundary (512 doubles) and beyond it, with
+    intermediate outputs freed and reused inside each run."""
+    ops = _make(root, "Stamp", "Stamp\ndouble x(n)\nint64 k()\ndouble y(n) -> output\n",
+                "stamp(y, x, k) = (y .= x .+ k[]; nothing)\n")
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None], name="x")
+        k = bridge.placeholder(bridge.int64, [], name="k")
+        first = ops.stamp(x, k)
+        last = ops.stamp(ops.stamp(first, k), k)
+    sizes = [1, 7, 8, 9, 16, 100, 511, 512, 513, 2000]
+    kept = []
+    with bridge.Session(g) as sess:
+        for i in range(400):
+            n = sizes[i % len(sizes)]
+            kept.append((n, i, sess.run([first, last], {x: np.arange(n, dtype=np.float64), k: i})))
+    for n, i, (f, l) in kept:
+        assert np.array_equal(f, np.arange(n) + i), (n, i)
+        assert np.array_equal(l, np.arange(n) + 3 * i), (n, i)
+
+
 # --- GC: a body that allocates and collects on every call ---------------------
 
 @pytest.mark.slow

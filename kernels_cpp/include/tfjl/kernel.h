@@ -10,7 +10,7 @@
 //     explicit MyOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "my_op!") {}
 //     absl::Status Prepare(OpKernelContext* ctx, tfjl::CallFrame* frame) override {
 //       Tensor* y = nullptr;
-//       TF_RETURN_IF_ERROR(ctx->allocate_output(0, ctx->input(0).shape(), &y));
+//       TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, ctx->input(0).shape(), &y));
 //       frame->Output(y);                 // outputs, inputs, attrs: CONTRACT.md
 //       frame->Input(ctx->input(0));
 //       return absl::OkStatus();
@@ -41,6 +41,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
+#include "tfjl/output_pool.h"
 #include "tfjl/runtime.h"
 
 namespace tfjl {

@@ -69,7 +69,7 @@ class SinkhornKnoppOp : public tfjl::JuliaKernel {
 
     // Outputs of known shape.
     Tensor* l = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, TensorShape(), &l));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, TensorShape(), &l));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->DynamicOutput(tfjl::DType::Float64, {-1, -1});
@@ -129,7 +129,7 @@ class SinkhornKnoppGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so sinkhorn_knopp_grad may accumulate into them.
     Tensor* grad_m = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, m.shape(), &grad_m));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, m.shape(), &grad_m));
     grad_m->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.

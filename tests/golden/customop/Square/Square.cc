@@ -60,7 +60,7 @@ class SquareOp : public tfjl::JuliaKernel {
 
     // Outputs of known shape.
     Tensor* y = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape(), &y));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, TensorShape(), &y));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->Output(y);
@@ -102,7 +102,7 @@ class SquareGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so square_grad may accumulate into them.
     Tensor* grad_x = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, x.shape(), &grad_x));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, x.shape(), &grad_x));
     grad_x->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.

@@ -76,9 +76,9 @@ class TokenizeOp : public tfjl::JuliaKernel {
     TensorShape first_last_shape;
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({2}, &first_last_shape));
     Tensor* first_last = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, first_last_shape, &first_last));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, first_last_shape, &first_last));
     Tensor* count = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(2, TensorShape(), &count));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, TensorShape(), &count));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->DynamicOutput(tfjl::DType::String, {-1});

@@ -179,13 +179,13 @@ class TwoLayerOp : public tfjl::JuliaKernel {
     TensorShape y_shape;
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({y_0}, &y_shape));
     Tensor* y = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, y_shape, &y));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, y_shape, &y));
     int64_t hidden_1;
     TF_RETURN_IF_ERROR(DimHidden_1(h, &hidden_1));
     TensorShape hidden_shape;
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({k, hidden_1}, &hidden_shape));
     Tensor* hidden = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, hidden_shape, &hidden));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, hidden_shape, &hidden));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->Output(y);
@@ -275,19 +275,19 @@ class TwoLayerGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so two_layer_back! may accumulate into them.
     Tensor* grad_x = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, x.shape(), &grad_x));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, x.shape(), &grad_x));
     grad_x->flat<double>().setZero();
     Tensor* grad_w1 = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, w1.shape(), &grad_w1));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, w1.shape(), &grad_w1));
     grad_w1->flat<double>().setZero();
     Tensor* grad_b1 = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(2, b1.shape(), &grad_b1));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, b1.shape(), &grad_b1));
     grad_b1->flat<double>().setZero();
     Tensor* grad_w2 = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(3, w2.shape(), &grad_w2));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 3, w2.shape(), &grad_w2));
     grad_w2->flat<double>().setZero();
     Tensor* grad_b2 = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(4, b2.shape(), &grad_b2));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 4, b2.shape(), &grad_b2));
     grad_b2->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.

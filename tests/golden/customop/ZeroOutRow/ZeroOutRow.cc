@@ -140,7 +140,7 @@ class ZeroOutRowGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so zero_out_row_grad may accumulate into them.
     Tensor* grad_vv = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, vv.shape(), &grad_vv));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, vv.shape(), &grad_vv));
     grad_vv->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
