@@ -13,6 +13,9 @@ Three modes for the Julia op:
   default for small graphs; forced here with inline_small_graphs): the first
   Julia op is posted to Julia's thread, which then runs the rest of the chain.
 """
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +28,7 @@ import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
 
 CHAIN, SIZE, CALLS = 100, 10, 100
+GIL_PROBE = "--without-gil-probe"
 
 jl = julia_op("JlTanh", "JlTanh\ndouble x(n)\ndouble y(n) -> output\n",
               "jl_tanh(y, x) = (y .= tanh.(x); nothing)\njl_tanh_grad(gx, gy, y, x) = (gx .= gy .* (1 .- y .^ 2); nothing)\n")
@@ -61,6 +65,16 @@ native_graph, julia_graph = chain(ops.tanh), chain(jl.jl_tanh)
 # Grappler would fuse the native chain into one UnaryOpsComposition kernel:
 # every mode runs the graph as written.
 inline = bridge.SessionConfig(julia_thread=True, disable_meta_optimizer=True)
+if GIL_PROBE in sys.argv:
+    # Run by the main run with TFBRIDGE_JULIA_GIL=0 (read once per process):
+    # the headline pair again, without the GIL around each entry.
+    probe_sessions: list = []
+    probe = per_op_us({"native": runner(native_graph, inline, probe_sessions),
+                       "julia": runner(julia_graph, inline, probe_sessions)})
+    for sess in probe_sessions:
+        sess.close()
+    print(json.dumps(probe))
+    sys.exit(0)
 inline_native = bridge.SessionConfig(inter_op_parallelism_threads=-1, disable_meta_optimizer=True)
 default = bridge.SessionConfig(disable_meta_optimizer=True)
 callers_thread = bridge.SessionConfig(inline_small_graphs=CHAIN + 10, disable_meta_optimizer=True)
@@ -123,6 +137,15 @@ line("generic path / compiled entry (direct)", results["Julia op, direct, generi
 body = results["jl_tanh alone, called in Julia (no TF, no bridge)"]
 line("bridge cost per op: (direct - body) / native", (direct - body) / same_thread,
      "   (same-thread native)")
+proc = subprocess.run([sys.executable, __file__, GIL_PROBE], capture_output=True, text=True, timeout=900,
+                      env={**os.environ, "TFBRIDGE_JULIA_GIL": "0"})
+if proc.returncode:
+    raise RuntimeError(f"the run without the GIL failed:\n{proc.stderr[-3000:]}")
+no_gil = json.loads(proc.stdout.strip().splitlines()[-1])
+line("Julia direct / native, GIL not taken", no_gil["julia"] / no_gil["native"],
+     "   (TFBRIDGE_JULIA_GIL=0, another process)")
+print(f"  {'GIL per entry, from the two ratios':<48s} "
+      f"{(direct / same_thread - no_gil['julia'] / no_gil['native']) * same_thread:12.2f} us")
 line("Julia direct / tf.numpy_function", direct / numpy_function, "   (goal: < 1x)")
 line("Julia pool / tf.numpy_function", pool / numpy_function, "   (goal: < 1x)")
 line("Julia in the caller thread / tf.numpy_function", callers / numpy_function, "   (goal: < 1x)")
