@@ -40,6 +40,18 @@ def interleaved_per_call_us(fns: dict[str, Callable[[], object]], calls: int, ro
     return {name: t * 1e6 for name, t in best.items()}
 
 
+def checked_runner(graph, x, y, value, config, sessions: list, check: Callable[[object], None]):
+    """Opens a session on ``graph`` (added to ``sessions``, for the caller to
+    close once every mode is timed), checks one run's result with ``check``,
+    and returns a function that runs it again."""
+    import bridge
+
+    sess = bridge.Session(graph, config=config)
+    sessions.append(sess)
+    check(sess.run(y, {x: value}))
+    return lambda: sess.run(y, {x: value})
+
+
 def run_anchor(code: str, timeout: float = 600) -> dict:
     """Run ``code`` in a fresh interpreter; it must print one JSON object last."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ANCHOR_TIMER, interleaved_per_call_us, julia_op, report, run_anchor  # noqa: E402
+from _common import (ANCHOR_TIMER, checked_runner, interleaved_per_call_us, julia_op,  # noqa: E402
+                     report, run_anchor)
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -44,17 +45,16 @@ def chain(make):
     return g, x, y
 
 
-def runner(graph_x_y, config, sessions: list):
-    """A function running the chain once in a new session (checked first)."""
-    g, x, y = graph_x_y
-    value = np.linspace(-1, 1, SIZE)
-    sess = bridge.Session(g, config=config)
-    sessions.append(sess)
-    expected = value.copy()
+def tanh_chain(out) -> None:
+    expected = np.linspace(-1, 1, SIZE)
     for _ in range(CHAIN):
         expected = np.tanh(expected)
-    np.testing.assert_allclose(sess.run(y, {x: value}), expected, rtol=1e-12)
-    return lambda: sess.run(y, {x: value})
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def runner(graph_x_y, config, sessions: list):
+    g, x, y = graph_x_y
+    return checked_runner(g, x, y, np.linspace(-1, 1, SIZE), config, sessions, tanh_chain)
 
 
 def per_op_us(runners: dict) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved_per_call_us, julia_op, report  # noqa: E402
+from _common import checked_runner, interleaved_per_call_us, julia_op, report  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -29,15 +29,11 @@ value[:] = np.arange(SIZE, dtype=np.float64)
 
 
 def runner(make, config, check, sessions: list):
-    """A function running the op once in a new session (checked first)."""
     g = bridge.Graph()
     with g.as_default():
         x = bridge.placeholder(bridge.float64, [SIZE], name="x")
         y = make(x)
-    sess = bridge.Session(g, config=config)
-    sessions.append(sess)
-    check(sess.run(y, {x: value}))
-    return lambda: sess.run(y, {x: value})
+    return checked_runner(g, x, y, value, config, sessions, check)
 
 
 def same(out):
