@@ -1,6 +1,7 @@
 """Session: runs a graph (TF_Session)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
@@ -9,7 +10,7 @@ import numpy as np
 from . import _proto as pb
 from ._lib import CTypes as C
 from ._lib import ffi, lib
-from .errors import Status, check, status
+from .errors import CancelledError, Status, check, status
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor, to_numpy
 
@@ -152,6 +153,9 @@ class Session:
             check(s, "creating session")
         self._ptr = _ptr
         self._closed = False
+        self._runs_lock = threading.Condition(threading.Lock())
+        self._runs_in_flight = 0  # close() waits for these before freeing the session
+        self._feed_shapes: dict = {}  # (operation, index) -> static shape of a fed tensor
         if self._julia_thread:
             from . import julia
             julia.init()
@@ -165,8 +169,19 @@ class Session:
         Tensors.  Numeric results are read-only numpy views of TensorFlow's
         buffers (no copy).
         """
-        if self._closed:
-            raise RuntimeError("attempted to use a closed Session")
+        with self._runs_lock:
+            if self._closed:
+                raise RuntimeError("attempted to use a closed Session")
+            self._runs_in_flight += 1
+        try:
+            return self._run(fetches, feed_dict, run_options)
+        finally:
+            with self._runs_lock:
+                self._runs_in_flight -= 1
+                if not self._runs_in_flight:
+                    self._runs_lock.notify_all()
+
+    def _run(self, fetches: Any, feed_dict: Optional[dict], run_options: Optional[bytes]) -> Any:
         plan = _FetchPlan(self.graph, fetches)
         feeds = feed_dict or {}
         n_in, n_out, n_tg = len(feeds), len(plan.outputs), len(plan.targets)
@@ -177,7 +192,8 @@ class Session:
             out = key if type(key) is Output and key.op.graph is self.graph else self.graph.as_graph_element(key)
             if not isinstance(out, Output):
                 raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
-            t = value if isinstance(value, Tensor) else Tensor(value, out.dtype)
+            t = value if isinstance(value, Tensor) else \
+                Tensor._for_feed(value, out.dtype, f"placeholder '{out.name}'", self._static_shape(out))
             held.append(t)
             c_in[i].oper, c_in[i].index = out.op._ptr, out.index
             c_in_vals[i] = t._ptr
@@ -200,9 +216,23 @@ class Session:
             julia.session_run_on_julia_thread(*args)
         else:
             lib.TF_SessionRun(*args)
+        if self._closed and lib.TF_GetCode(s.ptr) == 1:  # TF_CANCELLED: close() cancelled this run
+            lib.TF_SetStatus(s.ptr, 0, b"")
+            raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
         check(s)
         values = [_value(c_out_vals[i]) for i in range(n_out)]
         return plan.rebuild(values)
+
+    def _static_shape(self, out: Output) -> Optional[tuple]:
+        """The shape a value fed to ``out`` must fit (None: any), as shape
+        inference knows it; asked once per fed tensor."""
+        key = (out.op._ptr, out.index)
+        try:
+            return self._feed_shapes[key]
+        except KeyError:
+            shape = out.shape
+            found = self._feed_shapes[key] = None if shape.unknown_rank else tuple(shape)
+            return found
 
     def _graph_is_small(self) -> bool:
         """Whether the graph has at most ``inline_small_graphs`` operations.
@@ -219,16 +249,26 @@ class Session:
         return count <= limit
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            # A status of its own: close() also runs from __del__ in the
-            # interpreter's last garbage collection, which may already have
-            # freed this thread's shared status (finalizers of one batch of
-            # garbage run in no set order).
-            s = Status()
-            lib.TF_CloseSession(self._ptr, s.ptr)
-            lib.TF_DeleteSession(self._ptr, s.ptr)
-            check(s, "closing session")
+        """Close the session and free it.  Runs in flight on other threads are
+        cancelled (they raise CancelledError) and waited for before the session
+        is freed; later runs raise RuntimeError.  Idempotent, thread-safe."""
+        with self._runs_lock:
+            if self._closed:
+                return
+            self._closed = True  # no run starts from here on
+        # A status of its own: close() also runs from __del__ in the
+        # interpreter's last garbage collection, which may already have
+        # freed this thread's shared status (finalizers of one batch of
+        # garbage run in no set order).
+        s = Status()
+        # TF_CloseSession cancels the runs in flight and refuses new ones; the
+        # session may be deleted only once every run has returned from it.
+        lib.TF_CloseSession(self._ptr, s.ptr)
+        with self._runs_lock:
+            while self._runs_in_flight:
+                self._runs_lock.wait()
+        lib.TF_DeleteSession(self._ptr, s.ptr)
+        check(s, "closing session")
 
     def __enter__(self) -> "Session":
         return self

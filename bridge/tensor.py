@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -57,6 +58,15 @@ class Tensor:
         if isinstance(value, Tensor):
             value = value.numpy()
         self._ptr = _from_numpy(value, None if dtype is None else dtypes.as_dtype(dtype))
+
+    @classmethod
+    def _for_feed(cls, value: Any, dtype: dtypes.DType, target: str, shape: Optional[tuple] = None) -> "Tensor":
+        """A Tensor of ``value`` for ``target`` (say "placeholder 'x:0'"), which
+        conversion errors name; ``shape``: the static shape it must fit (None
+        for a dimension of any size, or None for any shape)."""
+        self = cls.__new__(cls)
+        self._ptr = _from_numpy(value.numpy() if isinstance(value, Tensor) else value, dtype, target, shape)
+        return self
 
     @classmethod
     def _adopt(cls, ptr) -> "Tensor":
@@ -123,36 +133,126 @@ def to_numpy(ptr, owner: object) -> np.ndarray:
     return arr
 
 
-def _as_array(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
+def _as_array(value: Any, dtype: Optional[dtypes.DType], target: str) -> np.ndarray:
+    """``value`` as a numpy array for a tensor of ``dtype`` (None: inferred).
+
+    Raises TypeError for values of the wrong kind and for conversions that
+    would lose information (:func:`_check_lossless`), ValueError for values
+    that are not arrays (ragged lists).  ``target`` names what is being
+    converted, for the messages (a placeholder when feeding)."""
     if dtype is not None and dtype.name == "string":
-        return np.asarray(value, dtype=object)
+        return _array_of(value, target, object)
     if dtype is not None:
         np_dtype = dtype.as_numpy_dtype
         if np_dtype is None:
-            raise TypeError(f"cannot build a {dtype.name} tensor from Python values")
-        arr = np.asarray(value)
-        if arr.dtype.kind in "OSU":
-            raise TypeError(f"cannot convert {value!r} to a {dtype.name} tensor")
+            raise TypeError(f"cannot build {target} from Python values: {dtype.name} has no numpy type")
+        arr = _array_of(value, target)
+        if arr.dtype.kind in "OSUVMm" and arr.dtype != np_dtype:
+            raise TypeError(f"cannot convert {_short(value)} (numpy {arr.dtype}) to {target}, "
+                            f"which holds {dtype.name}")
         if arr.dtype != np_dtype:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numpy's ComplexWarning: _check_lossless refuses those casts
                 cast = arr.astype(np_dtype)
-            # Refuse lossy conversions (3.5 or 2**40 into int32), as TensorFlow does.
-            if np_dtype.kind in "iub" and arr.dtype.kind in "fciub" and not np.array_equal(cast, arr):
-                raise TypeError(f"cannot convert {value!r} to {dtype.name} without losing information")
+            _check_lossless(arr, cast, dtype, target)
             arr = cast
         return arr
-    arr = np.asarray(value)
+    arr = _array_of(value, target)
     if arr.dtype.kind in "SU":
-        arr = arr.astype(object)
+        # numpy turns [b"x", 3] into strings and drops trailing NULs: keep the
+        # elements as given (_strings_from_numpy refuses what is not str/bytes).
+        arr = arr.astype(object) if isinstance(value, (np.ndarray, np.generic)) else _array_of(value, target, object)
     return arr
 
 
-def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
-    arr = _as_array(value, dtype)
+def _array_of(value: Any, target: str, dtype: Any = None) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        kind = TypeError if isinstance(exc, (TypeError, OverflowError)) else ValueError
+        raise kind(f"cannot convert {_short(value)} to {target}: {exc}") from None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _integer_range(np_dtype: np.dtype) -> tuple[int, int]:
+    if np_dtype.kind == "b":
+        return 0, 1
+    info = np.iinfo(np_dtype)
+    return int(info.min), int(info.max)
+
+
+def _check_lossless(arr: np.ndarray, cast: np.ndarray, dtype: dtypes.DType, target: str) -> None:
+    """Refuse a cast of ``arr`` to ``dtype`` that changes values.
+
+    Refused: complex to a real type (the imaginary part would be dropped);
+    to an integer or bool type, values that are not integral, not finite or
+    out of the type's range; to a float type, finite values that overflow to
+    infinity.  Kept: lost precision (float64 to float32, large ints to float)."""
+    src, dst = arr.dtype, cast.dtype
+    if arr.size == 0:
+        return
+    bad = None
+    if src.kind == "c" and dst.kind != "c":
+        nonzero = arr.imag != 0
+        bad = nonzero if nonzero.any() else np.ones(arr.shape, bool)
+        reason = "complex values would lose their imaginary part (pass .real explicitly)"
+    elif dst.kind in "iub" and src.kind in "iubf":
+        low, high = _integer_range(dst)
+        if src.kind == "f":
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(arr) | (arr != np.trunc(arr)) | (arr < low) | (arr >= float(high) + 1)
+            reason = (f"the {dst.name} values must be integers in [{low}, {high}]")
+        else:
+            bad = (arr < low) | (arr > high) if src.kind != "b" else None
+            reason = f"{dst.name} holds integers in [{low}, {high}]"
+    elif dst.kind in "fc" and src.kind in "iubfc":
+        with np.errstate(invalid="ignore"):
+            if dst.kind == "c":  # each component overflows on its own
+                parts = [(np.real(arr), np.real(cast)), (np.imag(arr), np.imag(cast))]
+            else:
+                parts = [(arr, cast)]
+            bad = np.zeros(arr.shape, bool)
+            for before, after in parts:
+                bad |= np.isinf(after) & np.isfinite(before)
+        reason = f"the values overflow {dst.name} (they would become inf)"
+    elif dst.kind == "V" and src.kind in "iubf":  # ml_dtypes' bfloat16, float8, float4, int4, ...
+        with np.errstate(all="ignore"):
+            back = cast.astype(np.float64)
+            wide = arr.astype(np.float64)
+            if dtype.name.startswith(("int", "uint")):
+                bad = back != wide
+            else:
+                # Some of these have no inf (they saturate, or make nan): refuse
+                # what lies beyond the largest value by more than rounding does,
+                # and values whose finiteness the cast changes.
+                import ml_dtypes
+                info = ml_dtypes.finfo(dst)
+                top = float(info.max)
+                limit = top + (top - float(np.nextafter(info.max, dst.type(0)))) / 2
+                bad = (np.isfinite(wide) & (np.abs(wide) > limit)) | (np.isfinite(wide) != np.isfinite(back))
+        reason = f"the values do not fit in {dtype.name}"
+    if bad is None or not bad.any():
+        return
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), arr.shape)) if arr.ndim else ()
+    where = f" at index {list(index)}" if arr.ndim else ""
+    raise TypeError(f"cannot convert {src.name} values to {target} ({dtype.name}) without losing information: "
+                    f"{reason}; the first offending value is {arr[index].item()!r}{where}")
+
+
+def _from_numpy(value: Any, dtype: Optional[dtypes.DType], target: str = "a tensor",
+                shape: Optional[tuple] = None):
+    arr = _as_array(value, dtype, target)
+    if shape is not None and (len(shape) != arr.ndim or any(d is not None and d != n for d, n in zip(shape, arr.shape))):
+        expected = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise ValueError(f"cannot feed a value of shape {arr.shape} to {target}, which has shape {expected}")
     tf_dtype = dtypes.string if arr.dtype == object else dtypes.as_dtype(arr.dtype)
-    dims = ffi.new(C.int64_array, arr.shape) if arr.ndim else ffi.NULL
     if tf_dtype.name == "string":
-        return _strings_from_numpy(arr, dims)
+        return _strings_from_numpy(arr, target)
+    dims = ffi.new(C.int64_array, arr.shape) if arr.ndim else ffi.NULL
     nbytes = arr.nbytes
     if nbytes == 0:
         return ffi.gc(lib.TF_AllocateTensor(tf_dtype.enum, dims, arr.ndim, 0), lib.TF_DeleteTensor)
@@ -172,18 +272,29 @@ def _from_numpy(value: Any, dtype: Optional[dtypes.DType]):
     return ffi.gc(ptr, lib.TF_DeleteTensor)
 
 
-def _strings_from_numpy(arr: np.ndarray, dims):
-    flat = arr.reshape(-1)
-    ptr = lib.TF_AllocateTensor(dtypes.string.enum, dims, arr.ndim, flat.size * ffi.sizeof("TF_TString"))
-    tensor = ffi.gc(ptr, lib.TF_DeleteTensor)
+def _string_bytes(item: Any, index: int, target: str) -> bytes:
+    if isinstance(item, str):
+        try:
+            return item.encode()
+        except UnicodeEncodeError as exc:  # lone surrogates
+            raise TypeError(f"string element {index} of {target} is not valid Unicode: {exc}") from None
+    if isinstance(item, (bytes, bytearray, memoryview, np.bytes_)):
+        return bytes(item)
+    raise TypeError(f"string element {index} of {target} is {type(item).__name__} ({_short(item, 40)}), "
+                    "not bytes or str")
+
+
+def _strings_from_numpy(arr: np.ndarray, target: str):
+    # Every element is converted before the tensor exists: a refused element
+    # must not leave TF_TString slots uninitialised for TF_DeleteTensor to free.
+    items = [_string_bytes(item, i, target) for i, item in enumerate(arr.reshape(-1))]
+    dims = ffi.new(C.int64_array, arr.shape) if arr.ndim else ffi.NULL
+    ptr = lib.TF_AllocateTensor(dtypes.string.enum, dims, arr.ndim, len(items) * ffi.sizeof("TF_TString"))
     elems = ffi.cast("TF_TString*", lib.TF_TensorData(ptr))
-    for i, item in enumerate(flat):
-        if isinstance(item, str):
-            item = item.encode()
-        elif not isinstance(item, (bytes, bytearray, memoryview)):
-            raise TypeError(f"string tensor element {i} is {type(item).__name__}, not bytes or str")
-        item = bytes(item)
+    for i in range(len(items)):
         lib.TF_StringInit(elems + i)
+    tensor = ffi.gc(ptr, lib.TF_DeleteTensor)
+    for i, item in enumerate(items):
         lib.TF_StringCopy(elems + i, item, len(item))
     return tensor
 

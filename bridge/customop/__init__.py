@@ -15,9 +15,10 @@ The same from a shell: ``tfbridge customop init Twice ops/twice`` and
 from __future__ import annotations
 
 import os
+import re
 import types
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from .build import SPEC_FILE, BuildError, build, cache_key
 from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
@@ -57,7 +58,12 @@ def init(name: str, directory: Union[str, Path]) -> list[Path]:
 def load(directory: Union[str, Path]) -> types.ModuleType:
     """Build the op if needed, include its Julia file, load lib<Op>.so and
     register its gradient; return the module of op functions (one per op,
-    named in snake_case: ``ops.two_layer``, ``ops.two_layer_grad``)."""
+    named in snake_case: ``ops.two_layer``, ``ops.two_layer_grad``).
+
+    Everything that can refuse the op (its spec, its build, its Julia file's
+    presence, its op names, its compiled entries) is checked before any Julia
+    code runs: a refused load changes nothing, in particular not an op of the
+    same name loaded before."""
     import bridge
     from .. import julia
 
@@ -68,26 +74,41 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
                                 f"{spec.forward} and {spec.backward} there")
+    _check_names_are_free(spec, library)
+    entries_source = _entries_to_register(spec, library.parent / entries_file_name(spec))
     # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
     julia.include(source)
-    _check_names_are_free(spec, library)
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
-    _register_entries(spec, library.parent / entries_file_name(spec))
+    if entries_source is not None:
+        _register_entries(spec, entries_source)
     return module
 
 
+def _entries_to_register(spec: OpSpec, source: Path) -> Optional[Path]:
+    """The op's compiled entries file (generated beside the library), checked
+    against the spec before any Julia code runs; None where the op keeps the
+    generic path (string tensors, outputs sized by Julia, or
+    TFBRIDGE_JULIA_ENTRIES=0)."""
+    if not source.is_file() or os.environ.get("TFBRIDGE_JULIA_ENTRIES") == "0":
+        return None
+    ops = [entry.op for entry in entries(spec)]
+    text = source.read_text(encoding="utf-8")
+    defined = re.findall(r"^function tfbridge_entry_(\w+)\(", text, re.MULTILINE)
+    pointers = re.findall(r"@cfunction\(tfbridge_entry_(\w+),", text)
+    if defined != ops or pointers != ops:
+        raise RuntimeError(f"{source} gave {len(pointers)} entry pointers for {len(ops)} ops {ops} "
+                           f"(it defines entries for {defined}): rebuild the op (delete its build folder)")
+    return source
+
+
 def _register_entries(spec: OpSpec, source: Path) -> None:
-    """Include the op's compiled entries (generated beside the library) and
-    point its kernels at them, so they call the Julia functions without jl_call
-    and dispatch (kernels_cpp/README.md, "Compiled entries").  Ops with string
-    tensors or outputs sized by Julia have none and keep the generic path;
-    TFBRIDGE_JULIA_ENTRIES=0 keeps every op on it."""
+    """Include the op's compiled entries and point its kernels at them, so
+    they call the Julia functions without jl_call and dispatch
+    (kernels_cpp/README.md, "Compiled entries")."""
     from .. import julia
 
-    if not source.is_file() or os.environ.get("TFBRIDGE_JULIA_ENTRIES") == "0":
-        return
     pointers = [int(p) for p in julia.call("include", str(source))]
     ops = [entry.op for entry in entries(spec)]
     if len(pointers) != len(ops):
