@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia demo test test-quick bench clean
+.PHONY: all setup julia demo test test-quick fuzz bench clean
 
 all: test
 
@@ -36,6 +36,17 @@ test: setup
 # The same suite without the two slow stress tests (the GC test alone takes ~9 min).
 test-quick: setup
 	@$(PY) -m pytest -q -rs -m "not slow" tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+# Fuzzing (tests/test_fuzz.py, tests/fuzz/): `make test` runs 2,000 derandomized
+# examples per property; this runs 10x more with a new random seed each time
+# (printed, with the command that reproduces a failure).  FUZZ_EXAMPLES and
+# FUZZ_SEED (a number, or "random") override.
+FUZZ_EXAMPLES ?= 20000
+FUZZ_SEED     ?= random
+fuzz: setup
+	@TFBRIDGE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) TFBRIDGE_FUZZ_SEED=$(FUZZ_SEED) \
+	$(PY) -m pytest -q -rs -s tests/test_fuzz.py -k "not smoke"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # Each benchmark prints its figure as a ratio to an anchor measured in the same run.

@@ -26,17 +26,30 @@ Extensions over ADCME:
 * arithmetic in dims (``(n*n)``, ``(m+1)``, ``((n+1)//2)``): only ``+ - * //``
   and parentheses over names and integers;
 * ``@attr TYPE NAME [= DEFAULT]`` with TYPE double, float, int64 (alias int,
-  int32), bool or string; string defaults are double-quoted;
+  int32), bool or string; string defaults are double-quoted printable ASCII
+  without ``"``, ``\\`` or ``$``;
 * ``@forward julia_fn`` / ``@backward julia_fn``.
 
 An output whose dims cannot all be computed from the inputs' dims and the int
 attributes (a ``?``, or a name no input or attribute binds) is *dynamic*: the
 Julia function assigns it (``o[] = array``) and the kernel copies the result.
 
-Every malformed line raises :class:`SpecError` as ``path:line: message``.
+The file is UTF-8 (a byte-order mark is allowed; UTF-16 and UTF-32 with a
+byte-order mark are read too).  Lines end at \\n, \\r\\n or \\r.  Limits that
+keep the generated code valid: sizes and integer literals fit in int64,
+expressions have at most ``MAX_EXPR_TOKENS`` tokens nested at most
+``MAX_EXPR_DEPTH`` deep, op names have at most ``MAX_OP_NAME`` characters
+(they name files) and other names ``MAX_NAME``, float defaults fit in
+TensorFlow's 32-bit float attributes, Julia function names are no Julia
+keywords.
+
+Every malformed line raises :class:`SpecError` as ``path:line: message``;
+nothing else escapes :func:`parse` or :func:`parse_file`, whatever the input
+(tests/fuzz/fuzz_spec.py checks this on mutated specs).
 """
 from __future__ import annotations
 
+import codecs
 import difflib
 import re
 from dataclasses import dataclass
@@ -46,7 +59,7 @@ from typing import Callable, Iterator, Optional, Union
 from .model import Arg, Attr, Dim, Expr, OpSpec
 
 __all__ = [
-    "SpecError", "parse", "parse_file", "snake_case", "parse_expr", "Num", "Name", "BinOp", "Node",
+    "SpecError", "parse", "parse_file", "decode", "snake_case", "parse_expr", "Num", "Name", "BinOp", "Node",
     "evaluate", "render_expr", "divisors", "dim_names", "is_float", "dim_bindings", "is_dynamic",
     "DimBinding", "grad_inputs", "grad_outputs", "has_gradient", "TYPES", "ATTR_TYPES",
 ]
@@ -57,8 +70,20 @@ _TYPE_ALIASES = {"float64": "double", "float32": "float", "int": "int32"}
 _ATTR_ALIASES = {"float64": "double", "float32": "float", "int": "int64", "int32": "int64"}
 
 _OP_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
+MAX_OP_NAME = 128  # lib<Op>Grad.so, <Op>_entries.jl and <op_snake>.jl must stay under 255 bytes
+MAX_NAME = 128     # argument, attribute, dimension and Julia function names
+MAX_EXPR_TOKENS = 200
+MAX_EXPR_DEPTH = 32
+_INT64_MAX = 2**63 - 1
+_FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_MIN_NORMAL = 1.1754943508222875e-38
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _JULIA_FN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*!?")
+# Julia's reserved words: a function with one of these names is a syntax error.
+_JULIA_KEYWORDS = frozenset("""
+    baremodule begin break catch const continue do else elseif end export false finally for
+    function global if import let local macro module quote return struct true try using while where
+""".split())
 
 # Names the generated C++ or Julia would choke on: an argument called 'end' is
 # a Julia syntax error, one called 'ctx' would shadow the kernel's context.
@@ -81,6 +106,7 @@ class SpecError(ValueError):
     """A malformed custom_op.txt; the message reads ``path:line: what was expected``."""
 
     def __init__(self, path: str, line: int, message: str):
+        message = _printable(message)  # one line, whatever the spec held
         super().__init__(f"{path}:{line}: {message}")
         self.path = path
         self.line = line
@@ -108,7 +134,7 @@ class BinOp:
 
 Node = Union[Num, Name, BinOp]
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*()])|(\S))")
+_TOKEN = re.compile(r"\s*(?:([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*()])|(\S))")
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
 
 
@@ -125,14 +151,21 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     for m in _TOKEN.finditer(text):
         number, name, op, other = m.groups()
         if number is not None:
-            out.append(("num", number))
+            digits = number.lstrip("0") or "0"
+            if len(digits) > 19 or int(digits) > _INT64_MAX:  # len first: int() refuses > 4300 digits
+                raise _ExprError(f"{_show(number)} does not fit in 64 bits (at most {_INT64_MAX})",
+                                 syntax=False)
+            out.append(("num", digits))
         elif name is not None:
             out.append(("name", name))
         elif op is not None:
             out.append(("op", op))
         elif other is not None:
             hint = "; use // for integer division" if other == "/" else ""
-            raise _ExprError(f"unknown syntax at '{other}'{hint}")
+            raise _ExprError(f"unknown syntax at '{_show(other)}'{hint}")
+        if len(out) > MAX_EXPR_TOKENS:
+            raise _ExprError(f"expression too long: more than {MAX_EXPR_TOKENS} names, integers "
+                             "and operators", syntax=False)
     return out
 
 
@@ -140,6 +173,7 @@ def parse_expr(text: str) -> Node:
     """Parse a dimension expression (``n``, ``2``, ``m*n``, ``(m+1)//2``)."""
     toks = _tokens(text)
     pos = 0
+    depth = 0
 
     def peek() -> Optional[tuple[str, str]]:
         return toks[pos] if pos < len(toks) else None
@@ -155,16 +189,24 @@ def parse_expr(text: str) -> Node:
             return Num(int(value))
         if kind == "name":
             if not _NAME.fullmatch(value):
-                raise _ExprError(f"dimension name '{value}' must be lower-case "
+                raise _ExprError(f"dimension name '{_show(value)}' must be lower-case "
                                  "(a letter, then letters, digits or '_')", syntax=False)
+            if len(value) > MAX_NAME:
+                raise _ExprError(f"dimension name '{_show(value)}' has {len(value)} characters: "
+                                 f"at most {MAX_NAME}", syntax=False)
             return Name(value)
         if value == "(":
+            nonlocal depth
+            depth += 1
+            if depth > MAX_EXPR_DEPTH:
+                raise _ExprError(f"parentheses nested more than {MAX_EXPR_DEPTH} deep", syntax=False)
             inner = sum_()
             if peek() != ("op", ")"):
                 raise _ExprError("missing ')'")
             pos += 1
+            depth -= 1
             return inner
-        raise _ExprError(f"unexpected '{value}' where a name, an integer or '(' was expected")
+        raise _ExprError(f"unexpected '{_show(value)}' where a name, an integer or '(' was expected")
 
     def term() -> Node:
         nonlocal pos
@@ -189,8 +231,28 @@ def parse_expr(text: str) -> Node:
         raise _ExprError("empty dimension")
     node = sum_()
     if pos != len(toks):
-        raise _ExprError(f"unexpected '{toks[pos][1]}'")
+        raise _ExprError(f"unexpected '{_show(toks[pos][1])}'")
+    _check_constants(node)
     return node
+
+
+def _check_constants(node: Node) -> Optional[int]:
+    """The value of ``node`` if it has no names (None otherwise), refusing a
+    constant part that divides by zero or leaves int64: the generated C++
+    computes it in int64."""
+    if isinstance(node, Num):
+        return node.value
+    if isinstance(node, Name):
+        return None
+    left, right = _check_constants(node.left), _check_constants(node.right)
+    if node.op == "//" and right == 0:
+        raise _ExprError("division by zero", syntax=False)
+    if left is None or right is None:
+        return None
+    value = evaluate(node, {})
+    if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise _ExprError(f"'{render_expr(node)}' = {value} does not fit in 64 bits", syntax=False)
+    return value
 
 
 def evaluate(node: Node, env: dict[str, int]) -> int:
@@ -284,8 +346,26 @@ def _strip_comment(line: str) -> str:
     return line
 
 
+def _printable(text: str) -> str:
+    """``text`` with control and other invisible characters escaped (\\n, \\x00, \\ufeff)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def _show(text: str, limit: int = 80) -> str:
+    """A fragment of the spec for a message: escaped, and cut at ``limit`` characters."""
+    text = _printable(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# Lines end at \n, \r\n or \r, as editors count them (str.splitlines would
+# also break at \f, \v, \x1c-\x1e, \x85, U+2028 and U+2029).
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
 def _lines(text: str) -> Iterator[tuple[int, str]]:
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(_NEWLINE.split(text), start=1):
         line = _strip_comment(raw).strip()
         if line:
             yield number, line
@@ -314,6 +394,7 @@ class _Parser:
         return SpecError(self.path, line, message)
 
     def run(self) -> OpSpec:
+        self.check_unicode()
         lines = list(_lines(self.text))
         if not lines:
             raise self.error(1, "empty spec: expected the op name in CamelCase (e.g. TwoLayer) "
@@ -340,22 +421,39 @@ class _Parser:
         self.check_generated_names(spec)
         return spec
 
+    def check_unicode(self) -> None:
+        """Text from a str may hold lone surrogates, which no file can encode."""
+        try:
+            self.text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            before = self.text[:exc.start]
+            line = len(_NEWLINE.findall(before)) + 1
+            column = exc.start - max(before.rfind("\n"), before.rfind("\r"))
+            raise self.error(line, f"character U+{ord(self.text[exc.start]):04X} at column {column} "
+                                   "is a lone surrogate, not a Unicode character") from None
+
     def op_name(self, number: int, line: str) -> str:
         first_word = line.split()[0].split("(")[0]
         if line.startswith("@") or first_word in TYPES or first_word in _TYPE_ALIASES:
             raise self.error(number, f"missing op name: expected the op name in CamelCase "
-                                     f"(e.g. TwoLayer) on the first line, got '{line}'")
+                                     f"(e.g. TwoLayer) on the first line, got '{_show(line)}'")
         if not _OP_NAME.fullmatch(line):
-            raise self.error(number, f"op name '{line}' is not CamelCase: expected an upper-case "
+            raise self.error(number, f"op name '{_show(line)}' is not CamelCase: expected an upper-case "
                                      "letter followed by letters and digits (e.g. TwoLayer)")
+        if len(line) > MAX_OP_NAME:
+            raise self.error(number, f"op name '{_show(line)}' has {len(line)} characters: at most "
+                                     f"{MAX_OP_NAME} (it names the op's files)")
         return line
 
     def claim(self, number: int, name: str, what: str) -> None:
+        if len(name) > MAX_NAME:
+            raise self.error(number, f"{what} name '{_show(name)}' has {len(name)} characters: "
+                                     f"at most {MAX_NAME}")
         if not _NAME.fullmatch(name):
             if _NAME.fullmatch(name.lower()):
-                raise self.error(number, f"{what} name '{name}' must be lower-case "
-                                         f"(TensorFlow requires [a-z][a-z0-9_]*): try '{name.lower()}'")
-            raise self.error(number, f"bad {what} name '{name}': expected a lower-case identifier "
+                raise self.error(number, f"{what} name '{_show(name)}' must be lower-case "
+                                         f"(TensorFlow requires [a-z][a-z0-9_]*): try '{_show(name.lower())}'")
+            raise self.error(number, f"bad {what} name '{_show(name)}': expected a lower-case identifier "
                                      "(a letter, then letters, digits or '_')")
         if name in _RESERVED:
             raise self.error(number, f"{what} name '{name}' is reserved (a C++ or Julia keyword, "
@@ -369,17 +467,18 @@ class _Parser:
         m = _ARG_HEAD.fullmatch(line)
         if not m:
             raise self.error(number, f"expected 'TYPE NAME(SHAPE)' or 'TYPE NAME(SHAPE) -> output' "
-                                     f"(e.g. 'double x(?,?)'), got '{line}'")
+                                     f"(e.g. 'double x(?,?)'), got '{_show(line)}'")
         type_word, name, rest = m["type"], m["name"], m["rest"]
         dtype = _TYPE_ALIASES.get(type_word, type_word)
         if dtype not in TYPES:
-            raise self.error(number, f"unknown type '{type_word}'{_suggest(type_word, TYPES)}: "
+            raise self.error(number, f"unknown type '{_show(type_word)}'{_suggest(type_word, TYPES)}: "
                                      f"expected one of {', '.join(TYPES)} "
                                      "(aliases float64, float32, int)")
         self.claim(number, name, "argument")
         if not rest.startswith("("):
             raise self.error(number, f"argument '{name}' has no shape: expected "
-                                     f"'{type_word} {name}(SHAPE)', e.g. '()' for a scalar or '(?,?)'")
+                                     f"'{type_word} {_show(name)}(SHAPE)', e.g. '()' for a scalar or "
+                                     "'(?,?)'")
         close = _matching_paren(rest)
         if close < 0:
             raise self.error(number, f"shape of '{name}' is missing its closing ')'")
@@ -389,7 +488,7 @@ class _Parser:
         if tail:
             mark = _OUTPUT_MARK.fullmatch(tail)
             if not mark or mark["word"] != "output":
-                raise self.error(number, f"unexpected '{tail}' after the shape of '{name}': "
+                raise self.error(number, f"unexpected '{_show(tail)}' after the shape of '{_show(name)}': "
                                          "expected nothing (an input) or '-> output'")
             is_output = True
         arg = Arg(name=name, dtype=dtype, shape=shape, line=number)
@@ -406,45 +505,56 @@ class _Parser:
                 continue
             if not part:
                 raise self.error(number, f"shape of '{name}' has an empty dimension {axis} in "
-                                         f"'({text})': expected '?', a size, a name or an expression")
+                                         f"'({_show(text)})': expected '?', a size, a name or an "
+                                         "expression")
             try:
                 dim = _to_dim(parse_expr(part))
             except _ExprError as exc:
                 hint = ("; expected '?', a size, a name, or + - * // and parentheses over names "
                         "and integers") if exc.syntax else ""
-                message = f"dimension {axis} of '{name}', '{part}': {exc}{hint}"
+                message = f"dimension {axis} of '{name}', '{_show(part)}': {exc}{hint}"
                 raise self.error(number, message) from None
             if isinstance(dim, int) and dim < 0:
-                raise self.error(number, f"dimension {axis} of '{name}', '{part}', is negative ({dim})")
+                raise self.error(number, f"dimension {axis} of '{name}', '{_show(part)}', is negative "
+                                         f"({dim})")
+            if isinstance(dim, int) and dim > _INT64_MAX:
+                raise self.error(number, f"dimension {axis} of '{name}', '{_show(part)}', is {dim}, "
+                                         f"which does not fit in 64 bits (at most {_INT64_MAX})")
             dims.append(dim)
         return tuple(dims)
 
     def directive(self, number: int, line: str) -> None:
-        word, _, rest = line.partition(" ")
+        word, rest = (line.split(None, 1) + [""])[:2]
         rest = rest.strip()
         if word == "@attr":
             self.attr(number, rest)
             return
         if word not in ("@forward", "@backward"):
-            raise self.error(number, f"unknown directive '{word}': expected @attr, @forward "
+            raise self.error(number, f"unknown directive '{_show(word)}': expected @attr, @forward "
                                      "or @backward")
         key = word[1:]
         if key in self.directives:
             raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
         if not _JULIA_FN.fullmatch(rest):
             raise self.error(number, f"{word} expects one Julia function name (e.g. '{word} "
-                                     f"my_op' or 'my_op!'), got '{rest}'")
+                                     f"my_op' or 'my_op!'), got '{_show(rest)}'")
+        if len(rest) > MAX_NAME:
+            raise self.error(number, f"{word}: the function name '{_show(rest)}' has {len(rest)} "
+                                     f"characters: at most {MAX_NAME}")
+        if rest in _JULIA_KEYWORDS or not rest.strip("_!"):
+            raise self.error(number, f"{word} {rest}: '{rest}' is not a valid Julia function name "
+                                     "(a Julia keyword, or only underscores): choose another name")
         self.directives[key] = (rest, number)
 
     def attr(self, number: int, text: str) -> None:
         m = re.fullmatch(r"(?P<type>\S+)\s+(?P<name>[^\s=]+)\s*(?:=\s*(?P<default>.*))?", text)
         if not m:
             raise self.error(number, f"expected '@attr TYPE NAME' or '@attr TYPE NAME = DEFAULT' "
-                                     f"(e.g. '@attr double alpha = 0.5'), got '@attr {text}'")
+                                     f"(e.g. '@attr double alpha = 0.5'), got '@attr {_show(text)}'")
         type_word, name, default_text = m["type"], m["name"], m["default"]
         dtype = _ATTR_ALIASES.get(type_word, type_word)
         if dtype not in ATTR_TYPES:
-            raise self.error(number, f"unknown attribute type '{type_word}'"
+            raise self.error(number, f"unknown attribute type '{_show(type_word)}'"
                                      f"{_suggest(type_word, ATTR_TYPES)}: expected one of "
                                      f"{', '.join(ATTR_TYPES)}")
         self.claim(number, name, "attribute")
@@ -455,16 +565,23 @@ class _Parser:
 
     def attr_default(self, number: int, name: str, dtype: str, text: str) -> object:
         def bad(expected: str) -> SpecError:
-            return self.error(number, f"default of {dtype} attribute '{name}' is '{text}': "
+            return self.error(number, f"default of {dtype} attribute '{name}' is '{_show(text)}': "
                                       f"expected {expected}")
         if dtype in ("double", "float"):
-            if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+            if not re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
                 raise bad("a number such as 0.5 or 1e-3")
-            return float(text)
+            value = float(text)
+            # TensorFlow keeps float attributes, double ones too, in 32 bits:
+            # refuse what would become inf, or a subnormal or 0.
+            if value != 0 and not _FLOAT32_MIN_NORMAL <= abs(value) <= _FLOAT32_MAX:
+                raise bad(f"a number TensorFlow's 32-bit float attributes can hold (0, or a "
+                          f"magnitude between {_FLOAT32_MIN_NORMAL:.8g} and {_FLOAT32_MAX:.8g})")
+            return value
         if dtype == "int64":
-            if not re.fullmatch(r"[-+]?\d+", text):
+            if not re.fullmatch(r"[-+]?[0-9]+", text):
                 raise bad("an integer")
-            value = int(text)
+            digits = text.lstrip("+-").lstrip("0") or "0"
+            value = int(text[0] + digits if text[0] in "+-" else digits) if len(digits) <= 19 else 2**63
             if not -2**63 <= value < 2**63:
                 raise bad("an integer that fits in 64 bits")
             return value
@@ -472,8 +589,10 @@ class _Parser:
             if text not in ("true", "false"):
                 raise bad("true or false")
             return text == "true"
-        if not re.fullmatch(r'"[ !#-\[\]-~]*"', text):
-            raise bad('a double-quoted string of printable characters without " or \\')
+        # Printable ASCII but '"', '\\' and '$': the generated C++ and Julia quote
+        # the default as is ('$' would interpolate in the Julia stub's docstrings).
+        if not re.fullmatch(r'"[ !#%-\[\]-~]*"', text):
+            raise bad('a double-quoted string of printable ASCII characters without ", \\ or $')
         return text[1:-1]
 
     # -------------------------------------------------------- whole-spec checks
@@ -579,20 +698,57 @@ def _split_top_level(text: str) -> list[str]:
     return parts
 
 
-def parse(text: str, path: str = "custom_op.txt") -> OpSpec:
-    """Parse spec text; ``path`` only labels error messages and the result."""
-    return _Parser(text, str(path)).run()
+def parse(text: Union[str, bytes], path: str = "custom_op.txt") -> OpSpec:
+    """Parse spec text, or the bytes of a spec file (see :func:`decode`);
+    ``path`` only labels error messages and the result.  A leading
+    byte-order mark is ignored."""
+    path = str(path)
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = decode(bytes(text), path)
+    elif isinstance(text, str):
+        text = text[1:] if text.startswith("\ufeff") else text
+    else:
+        raise TypeError(f"parse() takes the spec as str or bytes, not {type(text).__name__}")
+    return _Parser(text, path).run()
+
+
+# Byte-order marks, longest first (UTF-32-LE's starts with UTF-16-LE's).
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+         (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+def decode(data: bytes, path: str = "custom_op.txt") -> str:
+    """The text of a spec file, without its byte-order mark: UTF-8, or UTF-8,
+    UTF-16 or UTF-32 after a byte-order mark.  Anything else raises SpecError
+    naming the line and column of the first bytes that are not text."""
+    bom, encoding = next(((bom, enc) for bom, enc in _BOMS if data.startswith(bom)), (b"", "utf-8"))
+    body = data[len(bom):]
+    try:
+        return body.decode(encoding)
+    except UnicodeDecodeError as exc:
+        before = body[:exc.start].decode(encoding, errors="replace")
+        line = len(_NEWLINE.findall(before)) + 1
+        column = len(before) - max(before.rfind("\n"), before.rfind("\r"))
+        bad = body[exc.start:min(exc.end, exc.start + 4)].hex(" ")
+        name = encoding.upper().replace("-LE", "").replace("-BE", "")
+        raise SpecError(path, line, f"the file is not {name} text: bytes {bad} at column {column} "
+                                    f"({exc.reason}); save it as UTF-8") from None
 
 
 def parse_file(path: Union[str, Path]) -> OpSpec:
     """Parse a custom_op.txt file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise SpecError(str(path), 1, "spec file not found: expected a custom_op.txt "
                                       "(create one with 'tfbridge customop init NAME DIR')") from None
-    return parse(text, str(path))
+    except IsADirectoryError:
+        raise SpecError(str(path), 1, "is a folder: expected the spec file itself "
+                                      f"({path / 'custom_op.txt'}?)") from None
+    except OSError as exc:
+        raise SpecError(str(path), 1, f"cannot read the spec file: {exc.strerror or exc}") from None
+    return parse(data, str(path))
 
 
 # ---------------------------------------------------------------- spec analysis
