@@ -34,6 +34,7 @@ def _make_ffi():
     source = "".join((_DECL_DIR / name).read_text() for name in _DECL_FILES)
     key = hashlib.sha256((cffi.__version__ + source).encode()).hexdigest()[:16]
     module_name = f"_bridge_tf_ffi_{key}"
+    builder = None
     try:
         from ._paths import cache_dir
         path = cache_dir() / "ffi" / f"{module_name}.py"
@@ -49,7 +50,9 @@ def _make_ffi():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module.ffi
-    except OSError:  # no writable cache: parse in memory
+    except OSError:  # no writable cache: parse in memory (bridge._paths.cache_dir)
+        if builder is not None:
+            return builder  # parsed already; only emitting it failed
         built = cffi.FFI()
         built.cdef(source)
         return built

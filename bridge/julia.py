@@ -92,7 +92,7 @@ def init() -> None:
             return
         _lib.load()  # TensorFlow before libjulia, always (bridge._lib explains why)
         config = julia_runtime.julia_config()
-        library = julia_runtime.runtime_library()
+        library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
         bridge_jl = _paths.julia_dir() / "TFBridge.jl"
         # Kernels that run before init (or in child processes) start Julia
         # from these; they must find the same installation.

@@ -6,10 +6,13 @@ memory and on disk.  ``runtime_library()`` builds ``kernels_cpp/`` with CMake
 into ``cache_dir()/runtime/<hash>/`` once per source tree and Julia version:
 libtfjl_runtime.so, and beside it libtfjl_julia.so, which it loads.
 Generated kernels compile with ``include_dirs()`` and link with
-``link_args()``.
+``link_args()``.  Where the cache cannot be written, Julia's answer stays in
+memory and ``loadable_runtime_library()`` (what ``bridge.julia.init`` loads)
+takes the runtime copy a built op carries (``bridge._paths.cache_dir``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -132,10 +135,14 @@ def julia_config() -> JuliaConfig:
             config = None
         if config is None:
             config = _query_julia(executable)
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(dataclasses.asdict(config)))
-            os.replace(tmp, cache_file)
+            try:
+                cache_file.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(json.dumps(dataclasses.asdict(config)))
+                os.replace(tmp, cache_file)
+            except OSError:  # an unwritable cache: the answer stays in memory for this process
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
         _configs[executable] = config
         return config
 
@@ -203,18 +210,58 @@ def _build(config: JuliaConfig, final_dir: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+class CacheNotWritableError(RuntimeBuildError):
+    """The runtime is not built and the cache folder cannot be written to build it."""
+
+
 _build_lock = threading.Lock()
+# Runtime hash -> the folder of a built op that carries a copy of that runtime
+# (bridge.customop.build copies both libraries beside the op's library).
+_copies: dict[str, Path] = {}
+
+
+def add_runtime_copy(folder: str | os.PathLike, runtime_id: str) -> None:
+    """Note that ``folder`` holds a copy of the runtime whose ``runtime_hash`` is
+    ``runtime_id`` (both libraries), for ``loadable_runtime_library``."""
+    folder = Path(folder)
+    if all((folder / name).is_file() for name in (LIBRARY_NAME, JULIA_SIDE_NAME)):
+        _copies.setdefault(runtime_id, folder)
+
+
+def loadable_runtime_library() -> Path:
+    """The runtime this process should load: the cache's; where the cache has
+    none (read-only, or emptied since), the copy carried by an op built
+    against the same runtime and returned by ``bridge.customop.build`` in this
+    process; else the cache's, built now (``runtime_library``)."""
+    runtime_id = runtime_hash(julia_config())
+    cached = _paths.cache_dir() / "runtime" / runtime_id / LIBRARY_NAME
+    if cached.is_file():
+        return cached
+    copy = _copies.get(runtime_id)
+    if copy is not None and (copy / LIBRARY_NAME).is_file():
+        return copy / LIBRARY_NAME
+    return runtime_library()
 
 
 def runtime_dir() -> Path:
-    """The folder holding the built runtime (built if missing)."""
+    """The folder holding the built runtime (built if missing).
+
+    Raises CacheNotWritableError, naming the cache folder and
+    TFBRIDGE_CACHE_DIR, when it is missing and the cache cannot be written."""
     config = julia_config()
-    root = _paths.cache_dir() / "runtime"
+    cache = _paths.cache_dir()
+    root = cache / "runtime"
     final_dir = root / runtime_hash(config)
     if (final_dir / LIBRARY_NAME).is_file():
         return final_dir
-    root.mkdir(parents=True, exist_ok=True)
-    with _build_lock, open(root / f"{final_dir.name}.lock", "w") as lock_file:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock_file = open(root / f"{final_dir.name}.lock", "w")
+    except OSError as exc:
+        raise CacheNotWritableError(
+            f"the Julia runtime ({LIBRARY_NAME}) for Julia {config.version} and these sources is not "
+            f"built, and {_paths.unwritable_cache_hint(cache, exc)}") from exc
+    with _build_lock, lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)  # another process may be building the same hash
         if not (final_dir / LIBRARY_NAME).is_file():
             print(f"tf-julia-bridge: building the Julia runtime ({LIBRARY_NAME}, Julia {config.version}) "

@@ -5,7 +5,8 @@ The rules (names, signatures, docstrings, outputs) are listed in
 ``templates/python_op.py.j2`` and ``templates/python_ops_module.py.j2``.
 Generated modules are written once into ``cache_dir()/ops/`` under a hash of
 the op list and of the generator itself, with their compiled code beside
-them, so later imports cost neither generation nor compilation.
+them, so later imports cost neither generation nor compilation.  Where the
+cache cannot be written they are generated and compiled in memory, each time.
 """
 from __future__ import annotations
 
@@ -474,11 +475,19 @@ def module_path(kind: str, op_list: bytes) -> Path:
     return cache_dir() / "ops" / f"{kind}-{key}.py"
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write_atomic(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path``; False where the cache cannot be written
+    (``_paths.cache_dir``: the module then lives in memory only)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)  # readers see the old file or the whole new one, never a part
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)  # readers see the old file or the whole new one, never a part
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
 
 
 def _code(path: Path, op_list: bytes, title: str, source: str) -> types.CodeType:
@@ -492,11 +501,14 @@ def _code(path: Path, op_list: bytes, title: str, source: str) -> types.CodeType
         return marshal.loads(code_path.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
         pass
-    if not path.exists():
+    if path.exists():
+        text = path.read_bytes()
+    else:
         from .opdef import decode_op_list
-        _write_atomic(path, render_module(decode_op_list(op_list), title, source).encode("utf-8"))
-        _prune(path)
-    code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        text = render_module(decode_op_list(op_list), title, source).encode("utf-8")
+        if _write_atomic(path, text):
+            _prune(path)
+    code = compile(text, str(path), "exec", dont_inherit=True)
     _write_atomic(code_path, marshal.dumps(code))
     return code
 

@@ -17,6 +17,7 @@ import pytest
 from bridge import cli
 from bridge.customop import BuildError, SpecError, build, cache_key, codegen, init, parse
 from bridge.customop import toolchain
+from build_support import toolchain_missing
 
 # The submodule, not the function bridge.customop.build that shadows it.
 build_module = importlib.import_module("bridge.customop.build")
@@ -26,12 +27,9 @@ GOLDEN = Path(__file__).parent / "golden" / "customop"
 
 
 def _toolchain_missing() -> str:
-    try:
-        toolchain.tensorflow()
-        toolchain.julia()
-        toolchain.cmake()
-    except toolchain.ToolchainError as exc:
-        return str(exc)
+    missing = toolchain_missing()
+    if missing:
+        return missing
     if not (ROOT / "kernels_cpp" / "include" / "tfjl" / "kernel.h").is_file():
         return "kernels_cpp/include/tfjl/kernel.h is missing"
     return ""

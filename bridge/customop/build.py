@@ -8,6 +8,11 @@ renamed into place only on success, so a folder named by a key is always
 complete; a failed build is kept in ``<dir>/build/<key>.failed/`` for
 inspection.  Builds of one key are serialised with a lock file, so two
 processes asking at once compile once.
+
+A build folder also carries a copy of the tfjl runtime the library links
+(found first through its ``$ORIGIN`` RPATH), so a built op loads where the
+per-user cache is read-only or has lost its runtime (``bridge._paths.cache_dir``);
+a cached build writes nothing, so the op folder may be read-only too.
 """
 from __future__ import annotations
 
@@ -87,17 +92,25 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
     final = root / key
     library = final / library_name(spec)
     if library.is_file():
+        toolchain.offer_runtime_copy(final)  # loads without the cache's runtime (cache_dir)
         return library
 
-    root.mkdir(parents=True, exist_ok=True)
-    ignore = root / ".gitignore"
-    if not ignore.exists():  # build output never belongs in the op's repository
-        ignore.write_text("# Written by tf-julia-bridge: everything here is generated.\n*\n")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        ignore = root / ".gitignore"
+        if not ignore.exists():  # build output never belongs in the op's repository
+            ignore.write_text("# Written by tf-julia-bridge: everything here is generated.\n*\n")
+        lock = open(root / f".{key}.lock", "w")
+    except OSError as exc:
+        raise BuildError(f"cannot build {spec.name}: its build folder {root} cannot be written "
+                         f"({exc.strerror or exc}): make {directory} writable, or copy the op "
+                         "folder somewhere writable and load it from there") from exc
     # One build per key at a time: a second process waits, then finds the library.
-    with open(root / f".{key}.lock", "w") as lock:
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not library.is_file():
             _build_locked(spec, root, key, report)
+    toolchain.offer_runtime_copy(final)
     return library
 
 
@@ -188,6 +201,7 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     if not (work / library_name(spec)).is_file():
         raise BuildError(f"building {op}: cmake succeeded but made no {library_name(spec)}; "
                          f"see {log}")
+    toolchain.copy_runtime(runtime, work)  # the op's folder loads without the cache (cache_dir)
     shutil.rmtree(objects, ignore_errors=True)  # object files: the .so is all that is used
 
 

@@ -102,8 +102,38 @@ def julia() -> JuliaBuild:
 
 
 def runtime_library() -> Path:
-    """libtfjl_runtime.so, built by bridge.julia_runtime if it is not yet."""
-    return Path(_julia_runtime().runtime_library())
+    """libtfjl_runtime.so, built by bridge.julia_runtime if it is not yet.
+
+    ToolchainError when it is not built and the cache cannot be written."""
+    runtime = _julia_runtime()
+    try:
+        return Path(runtime.runtime_library())
+    except runtime.CacheNotWritableError as exc:
+        raise ToolchainError(str(exc)) from exc
+
+
+RUNTIME_FILES = ("libtfjl_runtime.so", "libtfjl_julia.so")  # julia_runtime's LIBRARY_NAME, JULIA_SIDE_NAME
+
+
+def copy_runtime(runtime: Path, folder: Path) -> None:
+    """Put the runtime's two libraries (``runtime`` and its neighbour) into a
+    built op's folder, so the folder loads without the cache: the op's RPATH
+    starts with $ORIGIN, and bridge.julia.init loads this copy where the cache
+    has no runtime (bridge.julia_runtime.loadable_runtime_library).  A hard
+    link where the file systems allow it, else a copy (about 200 kB)."""
+    for name in RUNTIME_FILES:
+        source, target = runtime.parent / name, folder / name
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+
+def offer_runtime_copy(folder: Path) -> None:
+    """Tell bridge.julia_runtime that the built op folder ``folder`` carries
+    the current runtime (its key includes the runtime's hash)."""
+    if (folder / RUNTIME_FILES[0]).is_file():
+        _julia_runtime().add_runtime_copy(folder, julia().runtime_hash)
 
 
 def cmake() -> str:
