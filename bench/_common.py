@@ -52,6 +52,17 @@ def checked_runner(graph, x, y, value, config, sessions: list, check: Callable[[
     return lambda: sess.run(y, {x: value})
 
 
+def vector_runner(make, value, config, sessions: list, check: Callable[[object], None]):
+    """checked_runner for ``y = make(x)`` on a float64 placeholder the size of ``value``."""
+    import bridge
+
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, list(value.shape), name="x")
+        y = make(x)
+    return checked_runner(g, x, y, value, config, sessions, check)
+
+
 def run_anchor(code: str, timeout: float = 600) -> dict:
     """Run ``code`` in a fresh interpreter; it must print one JSON object last."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import checked_runner, interleaved_per_call_us, julia_op, report  # noqa: E402
+from _common import vector_runner, interleaved_per_call_us, julia_op, report  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -29,11 +29,7 @@ value[:] = np.arange(SIZE, dtype=np.float64)
 
 
 def runner(make, config, check, sessions: list):
-    g = bridge.Graph()
-    with g.as_default():
-        x = bridge.placeholder(bridge.float64, [SIZE], name="x")
-        y = make(x)
-    return checked_runner(g, x, y, value, config, sessions, check)
+    return vector_runner(make, value, config, sessions, check)
 
 
 def same(out):

@@ -103,8 +103,9 @@ def test_dims_in_shape_function_and_kernel():
     assert "TF_RETURN_IF_ERROR(ctx->Merge(n, ctx->Dim(w1, 1), &n));" in cc
     assert "if (w1.dim_size(1) != n) {" in cc
     assert "TwoLayer: input 'w1' must have shape (h,n) with n = \", n, \" (from input 'x')" in cc
-    assert "*out_size = m * n;" in cc
-    assert "*out_size = FloorDiv(h + 1, 2);" in cc
+    assert "const Size size = m * n;" in cc           # int64 with overflow detected
+    assert "const Size size = FloorDiv(h + 1, 2);" in cc
+    assert "which overflows 64 bits (m = \", m_value, \", n = \", n_value, \")" in cc
     cc = codegen.kernel_source(_spec("ZeroOutRow"))
     assert "TF_RETURN_IF_ERROR(ctx->WithValue(ctx->Dim(indices, 1), 2, &unused));" in cc
     assert "ctx->set_output(0, ctx->MakeShape({ctx->UnknownDim(), 2}));" in cc

@@ -237,3 +237,25 @@ def test_ragged_lists_are_a_value_error_naming_the_placeholder(feeds):
     sess, p, y = feeds
     with pytest.raises(ValueError, match=r"placeholder 'p_float64:0'"):
         sess.run(y["float64"], {p["float64"]: [[1.0], [1.0, 2.0]]})
+
+
+# ---------------------------------------------------------------- sizes past int64
+
+def test_a_size_expression_that_overflows_int64_is_an_error_not_a_wrapped_size(tmp_path):
+    """`y(k*k)` with k = 2**32 wrapped to 0 in int64 (an output of the wrong
+    size); the generated kernels now detect the overflow."""
+    folder = tmp_path / "SquareSize"
+    folder.mkdir()
+    (folder / "custom_op.txt").write_text("SquareSize\ndouble x(n)\n@attr int64 k = 2\ndouble y(k*k) -> output\n")
+    (folder / "square_size.jl").write_text("square_size(y, x, k) = (y .= sum(x); nothing)\n")
+    op = customop.load(folder).square_size
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None], name="x")
+        ok = op(x, k=3)
+        with pytest.raises(errors.InvalidArgumentError,
+                           match=r"SquareSize: output 'y' dimension 0 is k\*k, which overflows 64 bits "
+                                 r"\(k = 4294967296\)"):
+            op(x, k=2 ** 32)
+    with bridge.Session(g) as sess:
+        np.testing.assert_array_equal(sess.run(ok, {x: [1.0, 2.0]}), np.full(9, 3.0))

@@ -238,6 +238,112 @@ def test_dynamic_output(ops):
             sess.run(forgets, {x: np.array([1.0])})
 
 
+DYNAMIC_FORMS_JL = """
+    # The same values as x (TF index order), handed over in different forms.
+    rt_dyn_array!(o, x) = (o[] = collect(x); nothing)          # a column-major Array: transposed on the way
+    rt_dyn_input!(o, x) = (o[] = x; nothing)                   # the input's own view: row-major memory
+    rt_dyn_view!(o, x) = (o[] = view(x, axes(x)...); nothing)  # a SubArray: neither
+    rt_dyn_any!(o, x) = (o[] = Array{Any}(x); nothing)         # elements converted one by one
+    function rt_dyn_rowmajor!(o, x)                            # a lazy reversal of a row-major copy
+        N = ndims(x)
+        rev = ntuple(i -> N + 1 - i, N)
+        o[] = N <= 1 ? copy(x) : N == 2 ? transpose(permutedims(x)) : PermutedDimsArray(permutedims(x, rev), rev)
+        return nothing
+    end
+    rt_dyn_scalar!(o, x) = (o[] = x[]; nothing)                # rank 0: a plain value
+    rt_dyn_range!(o, x) = (o[] = 1:length(x); nothing)
+    rt_dyn_half!(o, x) = (o[] = 0.5:0.5:length(x) / 2; nothing)
+    rt_dyn_adjoint!(o, x) = (o[] = collect(x)'; nothing)       # rank 1 in, a 1 x n Adjoint out
+    rt_dyn_inexact!(o, x) = (o[] = [1.5, 2.5]; nothing)
+    rt_dyn_text!(o, x) = (o[] = "text"; nothing)
+"""
+
+DYNAMIC_DTYPES = [np.float64, np.float32, np.int32, np.int64, np.bool_]
+DYNAMIC_SHAPES = {0: [()], 1: [(7,), (0,)], 2: [(3, 5), (1, 4), (3, 0)], 3: [(2, 3, 4), (2, 0, 4)]}
+
+
+def _values(dtype, shape, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-1000, 1000, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2, 3])
+def test_dynamic_outputs_every_dtype_rank_and_form_exactly(ops, rank):
+    """Whatever form Julia's value takes, the dynamic output equals it exactly,
+    written by the runtime into TF's output (direct) or copied in afterwards,
+    in the caller's thread and on Julia's thread."""
+    julia.eval(DYNAMIC_FORMS_JL)
+    forms = ["rt_dyn_array!", "rt_dyn_input!", "rt_dyn_view!", "rt_dyn_any!", "rt_dyn_rowmajor!"]
+    if rank == 0:
+        forms.append("rt_dyn_scalar!")
+    g = bridge.Graph()
+    cases = []
+    with g.as_default():
+        for dtype in DYNAMIC_DTYPES:
+            x = bridge.placeholder(bridge.as_dtype(dtype), shape=None, name=f"x_{np.dtype(dtype).name}")
+            ys = [ops.jl_rt_dynamic_any(x, fn=fn, direct=direct) for fn in forms for direct in (True, False)]
+            cases.append((dtype, x, ys))
+    for config in (bridge.SessionConfig(inline_small_graphs=0), bridge.SessionConfig(julia_thread=True)):
+        with bridge.Session(g, config=config) as sess:
+            for dtype, x, ys in cases:
+                for shape in DYNAMIC_SHAPES[rank]:
+                    xv = _values(dtype, shape)
+                    for y, out in zip(ys, sess.run(ys, {x: xv})):
+                        assert out.dtype == np.dtype(dtype) and out.shape == shape, (y.op.name, out.dtype, out.shape)
+                        np.testing.assert_array_equal(out, xv, err_msg=y.op.name)
+
+
+def test_dynamic_outputs_from_ranges_and_adjoints_convert(ops):
+    julia.eval(DYNAMIC_FORMS_JL)
+    g = bridge.Graph()
+    with g.as_default():
+        x64 = bridge.placeholder(bridge.float64, shape=[None], name="x64")
+        x32 = bridge.placeholder(bridge.int32, shape=[None], name="x32")
+        outs = {
+            "range_f64": ops.jl_rt_dynamic_any(x64, fn="rt_dyn_range!"),
+            "range_i32": ops.jl_rt_dynamic_any(x32, fn="rt_dyn_range!"),
+            "range_copied": ops.jl_rt_dynamic_any(x32, fn="rt_dyn_range!", direct=False),
+            "half": ops.jl_rt_dynamic_any(x64, fn="rt_dyn_half!"),
+            "adjoint": ops.jl_rt_dynamic_any(x64, fn="rt_dyn_adjoint!"),
+        }
+    xv = np.array([3.0, -1.0, 2.0, 7.0, 0.5])
+    with bridge.Session(g) as sess:
+        got = sess.run(outs, {x64: xv, x32: np.zeros(6, np.int32)})
+        empty = sess.run(outs["range_i32"], {x32: np.zeros(0, np.int32)})
+    np.testing.assert_array_equal(got["range_f64"], np.arange(1.0, 6.0))
+    assert got["range_i32"].dtype == np.int32
+    np.testing.assert_array_equal(got["range_i32"], np.arange(1, 7))
+    np.testing.assert_array_equal(got["range_copied"], np.arange(1, 7))
+    np.testing.assert_array_equal(got["half"], [0.5, 1.0, 1.5, 2.0, 2.5])
+    np.testing.assert_array_equal(got["adjoint"], xv[None, :])
+    assert empty.shape == (0,) and empty.dtype == np.int32
+
+
+def test_dynamic_outputs_that_do_not_convert_are_invalid_arguments(ops):
+    julia.eval(DYNAMIC_FORMS_JL)
+    g = bridge.Graph()
+    with g.as_default():
+        xi = bridge.placeholder(bridge.int64, shape=[None], name="xi")
+        xd = bridge.placeholder(bridge.float64, shape=[None], name="xd")
+        inexact = [ops.jl_rt_dynamic_any(xi, fn="rt_dyn_inexact!", direct=d) for d in (True, False)]
+        text = [ops.jl_rt_dynamic_any(xd, fn="rt_dyn_text!", direct=d) for d in (True, False)]
+        good = ops.jl_rt_dynamic_any(xd, fn="rt_dyn_array!")
+    with bridge.Session(g) as sess:
+        for y in inexact:
+            with pytest.raises(errors.InvalidArgumentError,
+                               match=re.escape("holds a Array{Float64,1}, which does not convert to an Array{Int64}")):
+                sess.run(y, {xi: np.zeros(1, np.int64)})
+        for y in text:
+            with pytest.raises(errors.InvalidArgumentError,
+                               match=re.escape("holds a String, which does not convert to an Array{Float64}")):
+                sess.run(y, {xd: np.zeros(1)})
+        np.testing.assert_array_equal(sess.run(good, {xd: np.arange(3.0)}), np.arange(3.0))
+
+
 def test_string_tensors(ops):
     g = bridge.Graph()
     with g.as_default():

@@ -438,8 +438,10 @@ def _entry(op: str, function: str, tensors: list[tuple[ArgView, str]], attrs: li
     k = d = j = 1  # next slot of data, ints, floats (Julia's 1-based unsafe_load)
     out = []
     for a, role in tensors:
-        out.append(EntryArg(f"TFBridge.tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d})",
-                            f"{a.name}: {a.dtype}{a.shape}, {role}"))
+        # Inputs are TensorFlow's buffers, which Julia must not write: read-only views.
+        wrap = (f"TFBridge.input_tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d}, :{a.name})"
+                if role == "input" else f"TFBridge.tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d})")
+        out.append(EntryArg(wrap, f"{a.name}: {a.dtype}{a.shape}, {role}"))
         k, d = k + 1, d + 1 + a.rank
     for t in attrs:
         doc = f"{t.name}: {t.dtype} attribute"
@@ -515,7 +517,10 @@ def _sample_shape(arg: Arg, sizes: dict[str, int]) -> tuple[int, ...]:
         elif isinstance(dim, str):
             out.append(sizes[dim])
         else:
-            out.append(max(evaluate(parse_expr(dim.text), sizes), 0))
+            try:
+                out.append(max(evaluate(parse_expr(dim.text), sizes), 0))
+            except ZeroDivisionError:  # the sample sizes divide by zero: a size the kernel will refuse
+                out.append(1)
     return tuple(out)
 
 

@@ -1,5 +1,6 @@
 // The C++ API of runtime.h.
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -159,6 +160,15 @@ std::atomic<EntryFn>* entry_slot(const char* op_type) {
 
 namespace detail {
 uint64_t entry_calls() { return g_entry_calls.load(std::memory_order_relaxed); }
+
+// tfjl_set_output_pool_alloc's allocator; null: aligned_alloc.  Read only
+// when an output pool's free list is empty, never on the pool's fast path.
+std::atomic<RawAllocFn> g_output_pool_alloc{nullptr};
 }  // namespace detail
+
+RawAllocFn output_pool_alloc() {
+  RawAllocFn fn = detail::g_output_pool_alloc.load(std::memory_order_acquire);
+  return fn != nullptr ? fn : [](size_t alignment, size_t size) { return std::aligned_alloc(alignment, size); };
+}
 
 }  // namespace tfjl

@@ -70,6 +70,7 @@ bool to_arg(const tfjl_arg& in, Arg* out, std::string* err) {
       return false;
     }
     out->kind = Arg::Input;
+    out->writable = true;  // bridge.julia.call: Julia's in-place writes show in the numpy array
     out->data = in.data;
     out->dims.assign(in.dims, in.dims + in.ndims);
     return true;
@@ -183,6 +184,10 @@ void tfjl_register_entry(const char* op_type, void* entry) {
 }
 
 uint64_t tfjl_entry_calls(void) { return tfjl::detail::entry_calls(); }
+
+void tfjl_set_output_pool_alloc(void* (*alloc)(size_t alignment, size_t size)) {
+  tfjl::detail::g_output_pool_alloc.store(alloc, std::memory_order_release);
+}
 
 void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const void* run_options,
                                       const void* inputs, void* const* input_values, int ninputs,

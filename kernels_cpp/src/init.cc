@@ -101,7 +101,9 @@ std::string load_handles() {
   h.eval_repr = lookup(m, "eval_repr", &missing);
   h.include_file = lookup(m, "include_file", &missing);
   h.dynamic_result = lookup(m, "dynamic_result", &missing);
+  h.store_dynamic = lookup(m, "store_dynamic!", &missing);
   h.view_type = lookup(m, "view_type", &missing);
+  h.readonly_type = lookup(m, "readonly_type", &missing);
   h.dims_tuple_type = lookup(m, "dims_tuple_type", &missing);
   h.failure = reinterpret_cast<jl_datatype_t*>(lookup(m, "Failure", &missing));
   h.py_repr = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyRepr", &missing));
@@ -143,12 +145,15 @@ jl_value_t* array_type(DType dtype, int rank) {
   return slot;
 }
 
-jl_value_t* view_type(DType dtype, int rank) {
-  jl_value_t*& slot = g_handles.view_types[static_cast<int>(dtype)][rank];
+namespace {
+
+// A type TFBridge builds for (dtype, rank[, input]), cached in `slot`.
+jl_value_t* julia_built_type(jl_value_t*& slot, jl_function_t* builder, DType dtype, int rank, int input) {
   if (slot == nullptr) {
     jl_value_t* n = jl_box_int64(rank);
     JL_GC_PUSH1(&n);
-    jl_value_t* t = jl_call2(g_handles.view_type, element_type(dtype), n);
+    jl_value_t* t = input < 0 ? jl_call2(builder, element_type(dtype), n)
+                              : jl_call3(builder, element_type(dtype), n, input ? jl_true : jl_false);
     JL_GC_POP();
     if (t == nullptr) {
       jl_exception_clear();
@@ -158,6 +163,19 @@ jl_value_t* view_type(DType dtype, int rank) {
     slot = t;
   }
   return slot;
+}
+
+}  // namespace
+
+jl_value_t* view_type(DType dtype, int rank, bool input) {
+  const int d = static_cast<int>(dtype);
+  jl_value_t*& slot = input ? g_handles.input_view_types[d][rank] : g_handles.view_types[d][rank];
+  return julia_built_type(slot, g_handles.view_type, dtype, rank, input ? 1 : 0);
+}
+
+jl_value_t* readonly_type(DType dtype, int rank) {
+  jl_value_t*& slot = g_handles.readonly_types[static_cast<int>(dtype)][rank];
+  return julia_built_type(slot, g_handles.readonly_type, dtype, rank, -1);
 }
 
 jl_datatype_t* dims_tuple_type(int rank) {

@@ -179,22 +179,38 @@ std::string Invocation::wrap_numeric(const Arg& a, jl_value_t** value, jl_value_
     return "buffer is not aligned to its " + std::to_string(esize) + "-byte elements";
   }
   const int rank = static_cast<int>(a.dims.size());
+  // A kernel's inputs are TF's buffers (fed arrays, constants, other ops'
+  // outputs): Julia gets them as TFBridge.ReadOnlyArray, which refuses writes.
+  const bool read_only = a.kind == Arg::Input && !a.writable;
   jl_value_t* atype = array_type(a.dtype, rank);
+  if (rank >= 2 && dims_tuple_type(rank) == nullptr) return "Julia could not build the dims type";
   // own_buffer = 0: Julia never frees TF's (or numpy's) memory.
+  jl_array_t* array = nullptr;
   if (rank == 0) {
-    *value = reinterpret_cast<jl_value_t*>(jl_ptr_to_array(atype, data, jl_emptytuple, 0));
+    array = jl_ptr_to_array(atype, data, jl_emptytuple, 0);
+  } else if (rank == 1) {
+    array = jl_ptr_to_array_1d(atype, data, count, 0);
+  } else {
+    // The row-major buffer is a column-major array of the reversed shape; the
+    // view (transpose / reversed PermutedDimsArray) restores TF's index order.
+    *keep = new_dims_tuple(a.dims, /*reversed=*/true);
+    array = jl_ptr_to_array(atype, data, *keep, 0);
+  }
+  *keep = reinterpret_cast<jl_value_t*>(array);
+  if (read_only) {
+    jl_value_t* rtype = readonly_type(a.dtype, rank);
+    if (rtype == nullptr) return "Julia could not build the read-only array type";
+    const std::string unnamed = "argument " + std::to_string(&a - args_.data() + 1);
+    jl_value_t* fields[2] = {*keep, reinterpret_cast<jl_value_t*>(
+                                         a.name != nullptr ? cached_symbol(a.name) : jl_symbol(unnamed.c_str()))};
+    *keep = jl_new_structv(reinterpret_cast<jl_datatype_t*>(rtype), fields, 2);  // roots the array too
+  }
+  if (rank <= 1) {
+    *value = *keep;
     return "";
   }
-  if (rank == 1) {
-    *value = reinterpret_cast<jl_value_t*>(jl_ptr_to_array_1d(atype, data, count, 0));
-    return "";
-  }
-  // The row-major buffer is a column-major array of the reversed shape; the
-  // view (transpose / reversed PermutedDimsArray) restores TF's index order.
-  jl_value_t* vtype = view_type(a.dtype, rank);
-  if (vtype == nullptr || dims_tuple_type(rank) == nullptr) return "Julia could not build the view type";
-  *keep = new_dims_tuple(a.dims, /*reversed=*/true);
-  *keep = reinterpret_cast<jl_value_t*>(jl_ptr_to_array(atype, data, *keep, 0));
+  jl_value_t* vtype = view_type(a.dtype, rank, read_only);
+  if (vtype == nullptr) return "Julia could not build the view type";
   *value = jl_new_structv(reinterpret_cast<jl_datatype_t*>(vtype), keep, 1);
   return "";
 }
@@ -259,20 +275,31 @@ Outcome Invocation::collect_outputs(jl_value_t* const* values) {
   return {};
 }
 
+// A dynamic output: TFBridge.dynamic_result gives the shape of Julia's value
+// (and, for strings, the strings in row-major order); once the shape passed
+// the check against a.dims, the kernel's allocator (Arg::allocate) hands over
+// TF's buffer and the value is copied into it once, while still rooted: a
+// memcpy when its memory is already row-major (TFBridge's `source`), else
+// TFBridge.store_dynamic! in one pass.  Without an allocator the same copy
+// goes to a.result_bytes.
 Outcome Invocation::collect_dynamic(size_t i, jl_value_t* ref) {
   Arg& a = args_[i];
   const Handles& h = handles();
+  const std::string which = "dynamic output (argument " + std::to_string(i + 1) + ")";
   jl_value_t* assigned = jl_get_nth_field_noalloc(ref, 0);
-  TFJL_GC_ROOTS(r, 5);
+  // [0..3] dynamic_result's call, [4] its DynamicValue (roots the value and
+  // its source), [5..10] store_dynamic!'s call, [11] its result.
+  TFJL_GC_ROOTS(r, 12);
   r[0] = h.dynamic_result;
   r[1] = assigned != nullptr ? assigned : jl_nothing;
   r[2] = element_type(a.dtype);
   r[3] = jl_box_int64(static_cast<int64_t>(i + 1));
   r[4] = jl_call(h.protect, r, 4);
   if (Outcome out = outcome_of(r[4]); !out.error.empty()) return out;
-  // (row-major data::Array{T,N}, dims::Vector{Int64})
-  auto* data = reinterpret_cast<jl_array_t*>(jl_get_nth_field_noalloc(r[4], 0));
+  // TFBridge.DynamicValue(value, dims::Vector{Int64}, source): boxed fields.
+  jl_value_t* value = jl_get_nth_field_noalloc(r[4], 0);
   auto* dims = reinterpret_cast<jl_array_t*>(jl_get_nth_field_noalloc(r[4], 1));
+  jl_value_t* source = jl_get_nth_field_noalloc(r[4], 2);
   const auto* d = static_cast<const int64_t*>(jl_array_data(dims));
   a.result_dims.assign(d, d + jl_array_len(dims));
   if (!a.dims.empty()) {
@@ -286,26 +313,55 @@ Outcome Invocation::collect_dynamic(size_t i, jl_value_t* ref) {
         for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + (v[k] < 0 ? std::string("?") : std::to_string(v[k]));
         return s + (v.size() == 1 ? ",)" : ")");
       };
-      return {"dynamic output (argument " + std::to_string(i + 1) + ") has shape " + shape(a.result_dims) +
-                  ", expected " + shape(a.dims),
-              kInvalidArgument};
+      return {which + " has shape " + shape(a.result_dims) + ", expected " + shape(a.dims), kInvalidArgument};
     }
   }
-  const size_t count = jl_array_len(data);
+  size_t count = 0;
+  if (std::string err = check_shape(a.result_dims, &count); !err.empty()) return {which + ": " + err, kInvalidArgument};
   if (a.dtype == DType::String) {
+    auto* data = reinterpret_cast<jl_array_t*>(source);
+    if (!jl_is_array(source) || jl_array_len(data) != count) {
+      return {which + ": its strings do not match its shape", kInternal};
+    }
     a.strings.resize(count);
     for (size_t j = 0; j < count; ++j) {
       jl_value_t* s = jl_array_ptr_ref(data, j);
-      if (s == nullptr) {
-        return {"dynamic output (argument " + std::to_string(i + 1) + ") has an unassigned element", kInvalidArgument};
-      }
+      if (s == nullptr) return {which + " has an unassigned element", kInvalidArgument};
       assign(&a.strings[j], s);
     }
-  } else {
-    const auto* bytes = static_cast<const char*>(jl_array_data(data));
-    a.result_bytes.assign(bytes, bytes + count * dtype_size(a.dtype));
+    return {};
   }
-  return {};
+  const size_t esize = dtype_size(a.dtype);
+  size_t nbytes = 0;
+  if (__builtin_mul_overflow(count, esize, &nbytes)) return {which + ": element count overflows", kInvalidArgument};
+  void* buffer = nullptr;
+  if (a.allocate != nullptr) {
+    std::string err;
+    int kind = kInternal;
+    buffer = a.allocate(a, &err, &kind);
+    if (buffer == nullptr && !err.empty()) return {which + ": " + err, kind != kOk ? kind : kInternal};
+  } else {
+    a.result_bytes.resize(nbytes);
+    buffer = a.result_bytes.data();
+  }
+  if (nbytes == 0) return {};
+  if (buffer == nullptr) return {which + ": the kernel gave no buffer for " + std::to_string(nbytes) + " bytes", kInternal};
+  if (source != jl_nothing) {
+    auto* src = reinterpret_cast<jl_array_t*>(source);
+    if (!jl_is_array(source) || jl_array_len(src) != count || src->elsize != esize) {
+      return {which + ": its row-major source does not match its shape", kInternal};
+    }
+    std::memcpy(buffer, jl_array_data(src), nbytes);
+    return {};
+  }
+  r[5] = h.store_dynamic;
+  r[6] = jl_box_voidpointer(buffer);
+  r[7] = jl_box_int64(static_cast<int64_t>(nbytes));
+  r[8] = element_type(a.dtype);
+  r[9] = value;
+  r[10] = r[3];  // the position, already boxed
+  r[11] = jl_call(h.protect, r + 5, 6);
+  return outcome_of(r[11]);
 }
 
 }  // namespace detail

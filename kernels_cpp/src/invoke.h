@@ -38,7 +38,9 @@ class Invocation {
   std::string wrap(size_t i, jl_value_t** value, jl_value_t** keep);
   std::string wrap_numeric(const Arg& a, jl_value_t** value, jl_value_t** keep);
   std::string wrap_strings(const Arg& a, bool fill_empty, jl_value_t** value, jl_value_t** keep);
-  // After a successful call: copy String and DynamicOutput results into args_.
+  // After a successful call: copy String results into args_, and each
+  // DynamicOutput into the buffer its allocator gives (Arg::allocate; else
+  // into Arg::result_bytes), once.
   Outcome collect_outputs(jl_value_t* const* values);
   Outcome collect_dynamic(size_t i, jl_value_t* ref);
 

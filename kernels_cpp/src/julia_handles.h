@@ -30,7 +30,9 @@ struct Handles {
   jl_function_t* eval_repr = nullptr;
   jl_function_t* include_file = nullptr;
   jl_function_t* dynamic_result = nullptr;
+  jl_function_t* store_dynamic = nullptr;  // TFBridge.store_dynamic!
   jl_function_t* view_type = nullptr;
+  jl_function_t* readonly_type = nullptr;
   jl_function_t* dims_tuple_type = nullptr;
 
   jl_datatype_t* failure = nullptr;   // TFBridge.Failure
@@ -44,6 +46,8 @@ struct Handles {
   // Filled on first use; see the accessors below.
   jl_value_t* array_types[kNumDTypes][kMaxRank + 1] = {};
   jl_value_t* view_types[kNumDTypes][kMaxRank + 1] = {};
+  jl_value_t* input_view_types[kNumDTypes][kMaxRank + 1] = {};  // over a ReadOnlyArray
+  jl_value_t* readonly_types[kNumDTypes][kMaxRank + 1] = {};    // TFBridge.ReadOnlyArray{T,N}
   jl_datatype_t* dims_tuples[kMaxRank + 1] = {};
 };
 
@@ -60,10 +64,12 @@ std::string load_handles();
 void keep_forever(jl_value_t* v);
 
 jl_value_t* element_type(DType dtype);
-// Array{T,rank}; Transpose / PermutedDimsArray view type (rank >= 2, numeric);
+// Array{T,rank}; Transpose / PermutedDimsArray view type (rank >= 2, numeric)
+// over an Array, or over a ReadOnlyArray for an input; ReadOnlyArray{T,rank};
 // NTuple{rank,Int}.  nullptr only if Julia failed to build the type.
 jl_value_t* array_type(DType dtype, int rank);
-jl_value_t* view_type(DType dtype, int rank);
+jl_value_t* view_type(DType dtype, int rank, bool input);
+jl_value_t* readonly_type(DType dtype, int rank);
 jl_datatype_t* dims_tuple_type(int rank);
 
 // "<ExceptionType>: <message>" of a Julia exception caught by jl_call, with

@@ -107,6 +107,8 @@ class JuliaThread {
 
 // Calls made through compiled entries (api.cc).
 uint64_t entry_calls();
+// The allocator tfjl_set_output_pool_alloc installed (null: aligned_alloc).
+extern std::atomic<RawAllocFn> g_output_pool_alloc;
 
 // Implemented in locate.cc.  Fills params from TFBRIDGE_JULIA_BINDIR /
 // TFBRIDGE_JULIA_IMAGE / TFBRIDGE_JULIA_BRIDGE_JL or by asking `julia`.

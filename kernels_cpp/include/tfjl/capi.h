@@ -105,6 +105,14 @@ void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
         const void* const* targets, int ntargets, void* run_metadata, void* status);
 /* cffi-end */
 
+/* Test hook (kernels_cpp/README.md, "Output buffers"): the function that the
+ * output pools of Julia kernels (tfjl/output_pool.h) call for a fresh buffer
+ * when a free list is empty, instead of aligned_alloc.  It must return memory
+ * that free() releases, or NULL: the output then fails with TF's
+ * ResourceExhausted.  NULL restores aligned_alloc.  Process-wide, for every
+ * kernel library; buffers already in the free lists are still handed out. */
+void tfjl_set_output_pool_alloc(void* (*alloc)(size_t alignment, size_t size));
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -16,7 +16,8 @@
 //       return absl::OkStatus();
 //     }
 //     absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
-//       return tfjl::FinishOutput(ctx, 0, args[0]);  // dynamic and string outputs
+//       return tfjl::FinishOutput(ctx, 0, args[0]);  // string outputs (numeric dynamic
+//                                                    // ones are written during the call)
 //     }
 //   };
 //
@@ -108,14 +109,59 @@ inline Arg InputArg(const tensorflow::Tensor& t) {
 // Julia; string ones are filled by the runtime and copied by FinishOutput.
 inline Arg OutputArg(tensorflow::Tensor* t) { return kernel_detail::tensor_arg(Arg::Output, *t); }
 
-// An output whose shape only the Julia function knows.  `expected`: the shape
-// the spec promises, -1 for unknown dimensions (empty: no check).
-inline Arg DynamicOutputArg(DType dtype, std::vector<int64_t> expected = {}) {
+namespace kernel_detail {
+
+inline int ErrorKindOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument: return kInvalidArgument;
+    case absl::StatusCode::kResourceExhausted: return kResourceExhausted;
+    default: return kInternal;
+  }
+}
+
+// Arg::allocate of a dynamic output: allocates TF output `a.output_index`
+// with the shape of Julia's value and returns its buffer, which the runtime
+// fills on Julia's thread during the call (an asynchronous kernel may
+// allocate there: its `done` has not run yet).
+inline void* AllocateDynamicOutput(Arg& a, std::string* error, int* kind) {
+  auto* ctx = static_cast<tensorflow::OpKernelContext*>(a.allocate_ctx);
+  tensorflow::TensorShape shape;
+  tensorflow::Tensor* out = nullptr;
+  absl::Status s = tensorflow::TensorShape::BuildTensorShape(a.result_dims, &shape);
+  if (s.ok()) s = AllocateOutput(ctx, a.output_index, shape, &out);
+  if (!s.ok()) {
+    *error = std::string(s.message());
+    *kind = ErrorKindOf(s);
+    return nullptr;
+  }
+  return out->NumElements() > 0 ? const_cast<char*>(out->tensor_data().data()) : nullptr;
+}
+
+}  // namespace kernel_detail
+
+// An output whose shape only the Julia function knows, TF output `index` of
+// `ctx`.  `expected`: the shape the spec promises, -1 for unknown dimensions
+// (empty: no check).  Numeric values are written straight into the output,
+// which the runtime allocates during the call; strings are copied in by
+// FinishOutput after it.
+inline Arg DynamicOutputArg(tensorflow::OpKernelContext* ctx, int index, DType dtype,
+                            std::vector<int64_t> expected = {}) {
   Arg a{};
   a.kind = Arg::DynamicOutput;
   a.dtype = dtype;
   a.dims = std::move(expected);
+  a.output_index = index;
+  if (ctx != nullptr && dtype != DType::String) {
+    a.allocate = &kernel_detail::AllocateDynamicOutput;
+    a.allocate_ctx = ctx;
+  }
   return a;
+}
+
+// The same without an allocator: the runtime copies a numeric value into
+// Arg::result_bytes, and FinishOutput allocates the output and copies it again.
+inline Arg DynamicOutputArg(DType dtype, std::vector<int64_t> expected = {}) {
+  return DynamicOutputArg(nullptr, -1, dtype, std::move(expected));
 }
 
 // Attribute values.  TF stores a spec's `double` attr as a float attr: pass
@@ -165,6 +211,7 @@ inline absl::Status ErrorStatus(const std::string& op, const char* function, int
   switch (kind) {
     case kInvalidArgument: return absl::InvalidArgumentError(message);
     case kNotFound: return absl::NotFoundError(message);
+    case kResourceExhausted: return absl::ResourceExhaustedError(message);
     default: return absl::InternalError(message);
   }
 }
@@ -197,8 +244,10 @@ inline absl::Status FinishStringOutput(tensorflow::Tensor* t, const Arg& a) {
 }
 
 // Allocates output `index` with the shape the Julia function produced and
-// copies its data (numeric bytes or strings).
+// copies its data (numeric bytes or strings); nothing left to do for a
+// numeric output with an allocator, which the runtime filled during the call.
 inline absl::Status FinishDynamicOutput(tensorflow::OpKernelContext* ctx, int index, const Arg& a) {
+  if (a.dtype != DType::String && a.allocate != nullptr) return absl::OkStatus();
   tensorflow::TensorShape shape;
   for (int64_t d : a.result_dims) {
     absl::Status s = shape.AddDimWithStatus(d);
@@ -217,8 +266,9 @@ inline absl::Status FinishDynamicOutput(tensorflow::OpKernelContext* ctx, int in
   return absl::OkStatus();
 }
 
-// After CallJulia: a DynamicOutput is allocated and filled; a String Output
-// (allocated before the call) receives its strings; anything else is done.
+// After CallJulia: a DynamicOutput without an allocator is allocated and
+// filled, a string one receives its strings; a String Output (allocated
+// before the call) receives its strings; anything else is done.
 inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, const Arg& a) {
   if (a.kind == Arg::DynamicOutput) return FinishDynamicOutput(ctx, index, a);
   if (a.kind == Arg::Output && a.dtype == DType::String) {
@@ -237,9 +287,17 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
 class CallFrame {
  public:
   void Output(tensorflow::Tensor* t) { slots_.push_back(TensorSlot(Arg::Output, t)); }
-  void Input(const tensorflow::Tensor& t) { slots_.push_back(TensorSlot(Arg::Input, &t)); }
+  // `name` (a literal, or a string that outlives the frame) names the input
+  // when Julia tries to write it: inputs reach Julia read-only.
+  void Input(const tensorflow::Tensor& t, const char* name = nullptr) {
+    Slot s = TensorSlot(Arg::Input, &t);
+    s.name = name;
+    slots_.push_back(std::move(s));
+  }
   // An output whose shape only the Julia function knows (see DynamicOutputArg);
-  // such a frame always goes through call_julia.
+  // such a frame always goes through call_julia.  Outputs come first in the
+  // calling convention, in TF's order: the k-th Output or DynamicOutput of
+  // the frame is TF output k.
   void DynamicOutput(DType dtype, std::vector<int64_t> expected = {}) {
     Slot s;
     s.kind = Arg::DynamicOutput;
@@ -302,15 +360,23 @@ class CallFrame {
     return EntryArgs{data_.data(), ints_.data(), floats_.data()};
   }
 
-  // The same arguments for call_julia.
-  std::vector<Arg> ToArgs() const {
+  // The same arguments for call_julia; dynamic outputs are allocated in `ctx`
+  // (null: copied in by FinishOutput instead).
+  std::vector<Arg> ToArgs(tensorflow::OpKernelContext* ctx = nullptr) const {
     std::vector<Arg> args;
     args.reserve(slots_.size());
+    int output = 0;  // TF's index of the next output
     for (const Slot& s : slots_) {
       switch (s.kind) {
-        case Arg::Input: args.push_back(InputArg(*s.tensor)); break;
-        case Arg::Output: args.push_back(OutputArg(const_cast<tensorflow::Tensor*>(s.tensor))); break;
-        case Arg::DynamicOutput: args.push_back(DynamicOutputArg(s.dtype, s.expected)); break;
+        case Arg::Input:
+          args.push_back(InputArg(*s.tensor));
+          args.back().name = s.name;
+          break;
+        case Arg::Output:
+          args.push_back(OutputArg(const_cast<tensorflow::Tensor*>(s.tensor)));
+          ++output;
+          break;
+        case Arg::DynamicOutput: args.push_back(DynamicOutputArg(ctx, output++, s.dtype, s.expected)); break;
         case Arg::AttrValue:
           switch (s.dtype) {
             case DType::Float64: case DType::Float32: args.push_back(AttrArg(s.f, s.dtype)); break;
@@ -330,6 +396,7 @@ class CallFrame {
     DType dtype = DType::Float64;
     bool supported = true;                       // a dtype Julia ops take
     const tensorflow::Tensor* tensor = nullptr;  // Input / Output
+    const char* name = nullptr;                  // Input
     double f = 0;                                // float attributes
     int64_t i = 0;                               // int and bool attributes
     const std::string* text = nullptr;           // string attributes
@@ -413,7 +480,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       return;
     }
     pending->generic = true;
-    pending->args = pending->frame.ToArgs();
+    pending->args = pending->frame.ToArgs(ctx);
     call_julia_async(function_, pending->args, &Pending::Called, pending);
   }
 
@@ -468,7 +535,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       if (error.empty() && kind == kOk) return absl::OkStatus();
       return ErrorStatus(type_string(), function_, kind, error);
     }
-    std::vector<Arg> args = frame.ToArgs();
+    std::vector<Arg> args = frame.ToArgs(ctx);
     absl::Status status = CallJulia(ctx, function_, args);
     return status.ok() ? Finish(ctx, args) : status;
   }

@@ -28,6 +28,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
+#include "tfjl/runtime.h"
 
 namespace tfjl {
 
@@ -58,8 +59,10 @@ class OutputPool final : public tensorflow::Allocator {
       }
     }
     // A header before each buffer records its size class, so that either
-    // form of DeallocateRaw finds its free list.
-    void* raw = std::aligned_alloc(kAlignment, kAlignment + ClassBytes(c));
+    // form of DeallocateRaw finds its free list.  output_pool_alloc() is
+    // aligned_alloc unless a test installed another (runtime.h); a null
+    // result makes AllocateOutput fail with ResourceExhausted.
+    void* raw = output_pool_alloc()(kAlignment, kAlignment + ClassBytes(c));
     if (raw == nullptr) return nullptr;
     static_cast<Header*>(raw)->size_class = c;
     return static_cast<char*>(raw) + kAlignment;

@@ -8,6 +8,7 @@
 #define TFJL_RUNTIME_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -22,20 +23,38 @@ namespace tfjl {
 
 enum class DType : int { Float64 = 0, Float32 = 1, Int32 = 2, Int64 = 3, Bool = 4, String = 5 };
 
+struct Arg;
+
+// A numeric DynamicOutput's allocator (kernel.h: ctx->allocate_output).  The
+// runtime calls it on Julia's thread, during the call, once `arg.result_dims`
+// holds the shape of Julia's value (and matched `arg.dims`); it returns the
+// output's row-major buffer of that many elements, into which the runtime
+// then writes the value (null is fine for zero elements), or null with
+// *error and *kind (an ErrorKind) set.
+using AllocateFn = void* (*)(Arg& arg, std::string* error, int* kind);
+
 struct Arg {
   enum Kind { Input, Output, DynamicOutput, AttrValue } kind;
   DType dtype;
   void* data = nullptr;             // numeric Input/Output: the TF buffer (zero-copy)
+  const char* name = nullptr;       // Input: its name in the spec, for the read-only error (may be null)
+  bool writable = false;            // numeric Input: Julia may write it (bridge.julia.call); a kernel's
+                                    //   inputs are TF's buffers and reach Julia read-only
   std::vector<int64_t> dims;        // TF (row-major) shape of Input/Output; DynamicOutput:
                                     //   optional expected shape (-1 = any size), checked after the call
   std::vector<std::string> strings; // String Input (filled by glue) / String Output (filled by runtime)
-  std::vector<int64_t> result_dims; // DynamicOutput: filled by runtime after the call
-  std::vector<char> result_bytes;   //   row-major bytes (numeric), or result strings in `strings`
+  std::vector<int64_t> result_dims; // DynamicOutput: the TF shape of Julia's value, set by the runtime
+  AllocateFn allocate = nullptr;    // numeric DynamicOutput: where its data goes (see AllocateFn), with
+  void* allocate_ctx = nullptr;     //   the allocator's context (kernel.h: the OpKernelContext)
+  int output_index = -1;            //   and the output's index (kernel.h: the TF output)
+  std::vector<char> result_bytes;   // DynamicOutput without `allocate`: row-major bytes (numeric);
+                                    //   string results go to `strings`
   double f = 0; int64_t i = 0; bool b = false; std::string s;  // AttrValue (by dtype)
 };
 
-// Error kinds returned through call_julia's kind_out.
-enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3 };
+// Error kinds returned through call_julia's kind_out.  kResourceExhausted:
+// an output's allocator (AllocateFn) ran out of memory.
+enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3, kResourceExhausted = 4 };
 
 // Calls Main.<function>(args...) on Julia's thread; returns an empty string on
 // success, else "<ExceptionType>: <message>\n<backtrace>". kind_out (optional)
@@ -86,6 +105,12 @@ void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void
 
 // True on the thread that owns Julia.
 bool on_julia_thread();
+
+// What tfjl::OutputPool (output_pool.h) calls for a fresh buffer when a free
+// list is empty: std::aligned_alloc, or the allocator a test installed with
+// tfjl_set_output_pool_alloc (capi.h).  Process-wide; never null.
+using RawAllocFn = void* (*)(size_t alignment, size_t size);
+RawAllocFn output_pool_alloc();
 
 // Runs fn(ctx) on Julia's thread: directly when already there, otherwise
 // handed over while the caller blocks.  A C++ exception thrown by fn is

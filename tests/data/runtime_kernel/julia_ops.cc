@@ -5,6 +5,8 @@
 //   JlRtApply    fn(y, x)                            y: same shape and type as x
 //   JlRtAttrs    fn(y, x, alpha, n, flag, label)     double; alpha passed as Float64
 //   JlRtDynamic  fn(o, x)                            o: Ref{Any}, assigned a vector
+//   JlRtDynamicAny fn(o, x)                          o: Ref{Any}, any rank, x's type; `direct`:
+//                                                    allocated by the runtime (else copied after)
 //   JlRtStrings  fn(y, x)                            string tensors, same shape
 #include <cstdint>
 #include <string>
@@ -44,6 +46,14 @@ REGISTER_OP("JlRtDynamic")
       c->set_output(0, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
     });
+
+REGISTER_OP("JlRtDynamicAny")
+    .Input("x: T")
+    .Output("y: T")
+    .Attr("T: {double, float, int32, int64, bool}")
+    .Attr("fn: string")
+    .Attr("direct: bool = true")
+    .SetShapeFn(shape_inference::UnknownShape);
 
 REGISTER_OP("JlRtStrings")
     .Input("x: string")
@@ -115,11 +125,35 @@ class DynamicOp : public JuliaKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<tfjl::Arg> args;
     args.reserve(2);
-    args.push_back(tfjl::DynamicOutputArg(tfjl::DType::Float64, {-1}));
+    args.push_back(tfjl::DynamicOutputArg(ctx, 0, tfjl::DType::Float64, {-1}));
     args.push_back(tfjl::InputArg(ctx->input(0)));
     OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, fn_.c_str(), args));
     OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));
   }
+};
+
+// A dynamic output of x's dtype and of any shape (no expected shape), written
+// by the runtime into the output it allocates during the call (direct), or
+// (not direct: the allocator-less form) copied in by FinishOutput afterwards.
+class DynamicAnyOp : public JuliaKernel {
+ public:
+  explicit DynamicAnyOp(OpKernelConstruction* ctx) : JuliaKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("direct", &direct_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    tfjl::DType dtype;
+    OP_REQUIRES(ctx, tfjl::DTypeFromTF(ctx->input(0).dtype(), &dtype), absl::InvalidArgumentError("unsupported dtype"));
+    std::vector<tfjl::Arg> args;
+    args.reserve(2);
+    args.push_back(direct_ ? tfjl::DynamicOutputArg(ctx, 0, dtype) : tfjl::DynamicOutputArg(dtype));
+    args.push_back(tfjl::InputArg(ctx->input(0)));
+    OP_REQUIRES_OK(ctx, tfjl::CallJulia(ctx, fn_.c_str(), args));
+    OP_REQUIRES_OK(ctx, tfjl::FinishOutput(ctx, 0, args[0]));
+  }
+
+ private:
+  bool direct_ = true;
 };
 
 class StringsOp : public JuliaKernel {
@@ -142,6 +176,7 @@ class StringsOp : public JuliaKernel {
 REGISTER_KERNEL_BUILDER(Name("JlRtApply").Device(DEVICE_CPU), ApplyOp);
 REGISTER_KERNEL_BUILDER(Name("JlRtAttrs").Device(DEVICE_CPU), AttrsOp);
 REGISTER_KERNEL_BUILDER(Name("JlRtDynamic").Device(DEVICE_CPU), DynamicOp);
+REGISTER_KERNEL_BUILDER(Name("JlRtDynamicAny").Device(DEVICE_CPU), DynamicAnyOp);
 REGISTER_KERNEL_BUILDER(Name("JlRtStrings").Device(DEVICE_CPU), StringsOp);
 
 }  // namespace

@@ -74,14 +74,8 @@ class SinkhornKnoppOp : public tfjl::JuliaKernel {
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->DynamicOutput(tfjl::DType::Float64, {-1, -1});
     frame->Output(l);
-    frame->Input(m);
-    frame->Input(iter);
-    return absl::OkStatus();
-  }
-
-  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
-    // Copy in the outputs only Julia could size.
-    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
+    frame->Input(m, "m");
+    frame->Input(iter, "iter");
     return absl::OkStatus();
   }
 };
@@ -134,12 +128,12 @@ class SinkhornKnoppGradOp : public tfjl::JuliaKernel {
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
     frame->Output(grad_m);
-    frame->Input(grad_p);
-    frame->Input(grad_l);
-    frame->Input(p);
-    frame->Input(l);
-    frame->Input(m);
-    frame->Input(iter);
+    frame->Input(grad_p, "grad_p");
+    frame->Input(grad_l, "grad_l");
+    frame->Input(p, "p");
+    frame->Input(l, "l");
+    frame->Input(m, "m");
+    frame->Input(iter, "iter");
     return absl::OkStatus();
   }
 };

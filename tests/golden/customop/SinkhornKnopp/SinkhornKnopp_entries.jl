@@ -14,12 +14,12 @@ function tfbridge_entry_SinkhornKnoppGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64
     try
         Main.sinkhorn_knopp_grad(
             TFBridge.tensor(Float64, Val(2), data, 1, ints, 1),  # grad_m: double(?,?), gradient of input m
-            TFBridge.tensor(Float64, Val(2), data, 2, ints, 4),  # grad_p: double(?,?), input
-            TFBridge.tensor(Float64, Val(0), data, 3, ints, 7),  # grad_l: double(), input
-            TFBridge.tensor(Float64, Val(2), data, 4, ints, 8),  # p: double(?,?), input
-            TFBridge.tensor(Float64, Val(0), data, 5, ints, 11),  # l: double(), input
-            TFBridge.tensor(Float64, Val(2), data, 6, ints, 12),  # m: double(?,?), input
-            TFBridge.tensor(Int64, Val(0), data, 7, ints, 15),  # iter: int64(), input
+            TFBridge.input_tensor(Float64, Val(2), data, 2, ints, 4, :grad_p),  # grad_p: double(?,?), input
+            TFBridge.input_tensor(Float64, Val(0), data, 3, ints, 7, :grad_l),  # grad_l: double(), input
+            TFBridge.input_tensor(Float64, Val(2), data, 4, ints, 8, :p),  # p: double(?,?), input
+            TFBridge.input_tensor(Float64, Val(0), data, 5, ints, 11, :l),  # l: double(), input
+            TFBridge.input_tensor(Float64, Val(2), data, 6, ints, 12, :m),  # m: double(?,?), input
+            TFBridge.input_tensor(Int64, Val(0), data, 7, ints, 15, :iter),  # iter: int64(), input
         )
         return Cint(0)
     catch e

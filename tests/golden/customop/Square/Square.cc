@@ -64,7 +64,7 @@ class SquareOp : public tfjl::JuliaKernel {
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->Output(y);
-    frame->Input(x);
+    frame->Input(x, "x");
     return absl::OkStatus();
   }
 };
@@ -107,9 +107,9 @@ class SquareGradOp : public tfjl::JuliaKernel {
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
     frame->Output(grad_x);
-    frame->Input(grad_y);
-    frame->Input(y);
-    frame->Input(x);
+    frame->Input(grad_y, "grad_y");
+    frame->Input(y, "y");
+    frame->Input(x, "x");
     return absl::OkStatus();
   }
 };

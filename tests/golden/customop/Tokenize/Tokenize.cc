@@ -84,14 +84,14 @@ class TokenizeOp : public tfjl::JuliaKernel {
     frame->DynamicOutput(tfjl::DType::String, {-1});
     frame->Output(first_last);
     frame->Output(count);
-    frame->Input(text);
-    frame->Input(stopwords);
+    frame->Input(text, "text");
+    frame->Input(stopwords, "stopwords");
     frame->Attr(sep_);
     return absl::OkStatus();
   }
 
   absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
-    // Copy in the outputs only Julia could size, and the strings it wrote.
+    // Copy in the strings Julia wrote (dynamic outputs: allocated here).
     TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
     TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 1, args[1]));
     return absl::OkStatus();

@@ -28,28 +28,75 @@ absl::Status InvalidArgument(const Pieces&... pieces) {
   return absl::InvalidArgumentError(absl::StrCat(pieces...));
 }
 
+// A size computed from the spec's expressions in int64, with overflow
+// detected instead of wrapping around (a wrapped size would allocate an
+// output of the wrong size).
+struct Size {
+  Size(int64_t v) : value(v) {}  // NOLINT(google-explicit-constructor): dims and literals convert
+  int64_t value;
+  bool overflow = false;
+};
+
+Size Checked(bool overflow, int64_t value, Size a, Size b) {
+  Size out(value);
+  out.overflow = overflow || a.overflow || b.overflow;
+  return out;
+}
+
+Size operator+(Size a, Size b) {
+  int64_t v = 0;
+  const bool overflow = __builtin_add_overflow(a.value, b.value, &v);
+  return Checked(overflow, v, a, b);
+}
+
+Size operator-(Size a, Size b) {
+  int64_t v = 0;
+  const bool overflow = __builtin_sub_overflow(a.value, b.value, &v);
+  return Checked(overflow, v, a, b);
+}
+
+Size operator*(Size a, Size b) {
+  int64_t v = 0;
+  const bool overflow = __builtin_mul_overflow(a.value, b.value, &v);
+  return Checked(overflow, v, a, b);
+}
+
+bool operator==(Size a, int64_t b) { return !a.overflow && a.value == b; }
+
 // The spec's `//` floors; C++'s `/` truncates toward zero.
-int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+Size FloorDiv(Size a, Size b) {
+  if (b.value == 0 || (a.value == INT64_MIN && b.value == -1)) return Checked(true, 0, a, b);
+  const int64_t q = a.value / b.value;
+  return Checked(false, (a.value % b.value != 0 && (a.value < 0) != (b.value < 0)) ? q - 1 : q, a, b);
 }
 
 // Size of output 'y' dimension 0, `m*n` in the spec: shape inference and the kernel share it.
-absl::Status DimY_0(int64_t m, int64_t n, int64_t* out_size) {
-  *out_size = m * n;
+absl::Status DimY_0(int64_t m_value, int64_t n_value, int64_t* out_size) {
+  const Size m = m_value;
+  const Size n = n_value;
+  const Size size = m * n;
+  if (size.overflow) {
+    return InvalidArgument("TwoLayer: output 'y' dimension 0 is m*n, which overflows 64 bits (m = ", m_value, ", n = ", n_value, ")");
+  }
+  *out_size = size.value;
   if (*out_size < 0) {
     return InvalidArgument("TwoLayer: output 'y' dimension 0 is m*n = ", *out_size,
-                           " (m = ", m, ", n = ", n, "), a negative size");
+                           " (m = ", m_value, ", n = ", n_value, "), a negative size");
   }
   return absl::OkStatus();
 }
 
 // Size of output 'hidden' dimension 1, `(h+1)//2` in the spec: shape inference and the kernel share it.
-absl::Status DimHidden_1(int64_t h, int64_t* out_size) {
-  *out_size = FloorDiv(h + 1, 2);
+absl::Status DimHidden_1(int64_t h_value, int64_t* out_size) {
+  const Size h = h_value;
+  const Size size = FloorDiv(h + 1, 2);
+  if (size.overflow) {
+    return InvalidArgument("TwoLayer: output 'hidden' dimension 1 is (h+1)//2, which overflows 64 bits (h = ", h_value, ")");
+  }
+  *out_size = size.value;
   if (*out_size < 0) {
     return InvalidArgument("TwoLayer: output 'hidden' dimension 1 is (h+1)//2 = ", *out_size,
-                           " (h = ", h, "), a negative size");
+                           " (h = ", h_value, "), a negative size");
   }
   return absl::OkStatus();
 }
@@ -190,11 +237,11 @@ class TwoLayerOp : public tfjl::JuliaKernel {
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->Output(y);
     frame->Output(hidden);
-    frame->Input(x);
-    frame->Input(w1);
-    frame->Input(b1);
-    frame->Input(w2);
-    frame->Input(b2);
+    frame->Input(x, "x");
+    frame->Input(w1, "w1");
+    frame->Input(b1, "b1");
+    frame->Input(w2, "w2");
+    frame->Input(b2, "b2");
     frame->Attr(alpha_, tfjl::DType::Float64);
     frame->Attr(k_);
     frame->Attr(relu_);
@@ -296,15 +343,15 @@ class TwoLayerGradOp : public tfjl::JuliaKernel {
     frame->Output(grad_b1);
     frame->Output(grad_w2);
     frame->Output(grad_b2);
-    frame->Input(grad_y);
-    frame->Input(grad_hidden);
-    frame->Input(y);
-    frame->Input(hidden);
-    frame->Input(x);
-    frame->Input(w1);
-    frame->Input(b1);
-    frame->Input(w2);
-    frame->Input(b2);
+    frame->Input(grad_y, "grad_y");
+    frame->Input(grad_hidden, "grad_hidden");
+    frame->Input(y, "y");
+    frame->Input(hidden, "hidden");
+    frame->Input(x, "x");
+    frame->Input(w1, "w1");
+    frame->Input(b1, "b1");
+    frame->Input(w2, "w2");
+    frame->Input(b2, "b2");
     frame->Attr(alpha_, tfjl::DType::Float64);
     frame->Attr(k_);
     frame->Attr(relu_);

@@ -15,11 +15,11 @@ function tfbridge_entry_TwoLayer(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats
         Main.two_layer!(
             TFBridge.tensor(Float64, Val(1), data, 1, ints, 1),  # y: double(m*n), output
             TFBridge.tensor(Float32, Val(2), data, 2, ints, 3),  # hidden: float(k,(h+1)//2), output
-            TFBridge.tensor(Float64, Val(1), data, 3, ints, 6),  # x: double(n), input
-            TFBridge.tensor(Float64, Val(2), data, 4, ints, 8),  # w1: double(h,n), input
-            TFBridge.tensor(Float64, Val(1), data, 5, ints, 11),  # b1: double(h), input
-            TFBridge.tensor(Float64, Val(2), data, 6, ints, 13),  # w2: double(m,h), input
-            TFBridge.tensor(Float64, Val(1), data, 7, ints, 16),  # b2: double(m), input
+            TFBridge.input_tensor(Float64, Val(1), data, 3, ints, 6, :x),  # x: double(n), input
+            TFBridge.input_tensor(Float64, Val(2), data, 4, ints, 8, :w1),  # w1: double(h,n), input
+            TFBridge.input_tensor(Float64, Val(1), data, 5, ints, 11, :b1),  # b1: double(h), input
+            TFBridge.input_tensor(Float64, Val(2), data, 6, ints, 13, :w2),  # w2: double(m,h), input
+            TFBridge.input_tensor(Float64, Val(1), data, 7, ints, 16, :b2),  # b2: double(m), input
             unsafe_load(floats, 1),  # alpha: double attribute
             unsafe_load(ints, 18),  # k: int64 attribute
             unsafe_load(ints, 19) != 0,  # relu: bool attribute
@@ -40,15 +40,15 @@ function tfbridge_entry_TwoLayerGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, fl
             TFBridge.tensor(Float64, Val(1), data, 3, ints, 6),  # grad_b1: double(h), gradient of input b1
             TFBridge.tensor(Float64, Val(2), data, 4, ints, 8),  # grad_w2: double(m,h), gradient of input w2
             TFBridge.tensor(Float64, Val(1), data, 5, ints, 11),  # grad_b2: double(m), gradient of input b2
-            TFBridge.tensor(Float64, Val(1), data, 6, ints, 13),  # grad_y: double(m*n), input
-            TFBridge.tensor(Float32, Val(2), data, 7, ints, 15),  # grad_hidden: float(k,(h+1)//2), input
-            TFBridge.tensor(Float64, Val(1), data, 8, ints, 18),  # y: double(m*n), input
-            TFBridge.tensor(Float32, Val(2), data, 9, ints, 20),  # hidden: float(k,(h+1)//2), input
-            TFBridge.tensor(Float64, Val(1), data, 10, ints, 23),  # x: double(n), input
-            TFBridge.tensor(Float64, Val(2), data, 11, ints, 25),  # w1: double(h,n), input
-            TFBridge.tensor(Float64, Val(1), data, 12, ints, 28),  # b1: double(h), input
-            TFBridge.tensor(Float64, Val(2), data, 13, ints, 30),  # w2: double(m,h), input
-            TFBridge.tensor(Float64, Val(1), data, 14, ints, 33),  # b2: double(m), input
+            TFBridge.input_tensor(Float64, Val(1), data, 6, ints, 13, :grad_y),  # grad_y: double(m*n), input
+            TFBridge.input_tensor(Float32, Val(2), data, 7, ints, 15, :grad_hidden),  # grad_hidden: float(k,(h+1)//2), input
+            TFBridge.input_tensor(Float64, Val(1), data, 8, ints, 18, :y),  # y: double(m*n), input
+            TFBridge.input_tensor(Float32, Val(2), data, 9, ints, 20, :hidden),  # hidden: float(k,(h+1)//2), input
+            TFBridge.input_tensor(Float64, Val(1), data, 10, ints, 23, :x),  # x: double(n), input
+            TFBridge.input_tensor(Float64, Val(2), data, 11, ints, 25, :w1),  # w1: double(h,n), input
+            TFBridge.input_tensor(Float64, Val(1), data, 12, ints, 28, :b1),  # b1: double(h), input
+            TFBridge.input_tensor(Float64, Val(2), data, 13, ints, 30, :w2),  # w2: double(m,h), input
+            TFBridge.input_tensor(Float64, Val(1), data, 14, ints, 33, :b2),  # b2: double(m), input
             unsafe_load(floats, 1),  # alpha: double attribute
             unsafe_load(ints, 35),  # k: int64 attribute
             unsafe_load(ints, 36) != 0,  # relu: bool attribute

@@ -87,16 +87,9 @@ class ZeroOutRowOp : public tfjl::JuliaKernel {
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->DynamicOutput(tfjl::DType::Int64, {-1, 2});
     frame->DynamicOutput(tfjl::DType::Float64, {-1});
-    frame->Input(indices);
-    frame->Input(vv);
-    frame->Input(bd);
-    return absl::OkStatus();
-  }
-
-  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
-    // Copy in the outputs only Julia could size.
-    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
-    TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 1, args[1]));
+    frame->Input(indices, "indices");
+    frame->Input(vv, "vv");
+    frame->Input(bd, "bd");
     return absl::OkStatus();
   }
 };
@@ -145,12 +138,12 @@ class ZeroOutRowGradOp : public tfjl::JuliaKernel {
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
     frame->Output(grad_vv);
-    frame->Input(grad_ovv);
-    frame->Input(oindices);
-    frame->Input(ovv);
-    frame->Input(indices);
-    frame->Input(vv);
-    frame->Input(bd);
+    frame->Input(grad_ovv, "grad_ovv");
+    frame->Input(oindices, "oindices");
+    frame->Input(ovv, "ovv");
+    frame->Input(indices, "indices");
+    frame->Input(vv, "vv");
+    frame->Input(bd, "bd");
     return absl::OkStatus();
   }
 };

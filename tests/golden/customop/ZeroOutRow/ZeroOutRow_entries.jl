@@ -14,12 +14,12 @@ function tfbridge_entry_ZeroOutRowGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, 
     try
         Main.zero_out_row_grad(
             TFBridge.tensor(Float64, Val(1), data, 1, ints, 1),  # grad_vv: double(?), gradient of input vv
-            TFBridge.tensor(Float64, Val(1), data, 2, ints, 3),  # grad_ovv: double(?), input
-            TFBridge.tensor(Int64, Val(2), data, 3, ints, 5),  # oindices: int64(?,2), input
-            TFBridge.tensor(Float64, Val(1), data, 4, ints, 8),  # ovv: double(?), input
-            TFBridge.tensor(Int64, Val(2), data, 5, ints, 10),  # indices: int64(?,2), input
-            TFBridge.tensor(Float64, Val(1), data, 6, ints, 13),  # vv: double(?), input
-            TFBridge.tensor(Int64, Val(1), data, 7, ints, 15),  # bd: int64(?), input
+            TFBridge.input_tensor(Float64, Val(1), data, 2, ints, 3, :grad_ovv),  # grad_ovv: double(?), input
+            TFBridge.input_tensor(Int64, Val(2), data, 3, ints, 5, :oindices),  # oindices: int64(?,2), input
+            TFBridge.input_tensor(Float64, Val(1), data, 4, ints, 8, :ovv),  # ovv: double(?), input
+            TFBridge.input_tensor(Int64, Val(2), data, 5, ints, 10, :indices),  # indices: int64(?,2), input
+            TFBridge.input_tensor(Float64, Val(1), data, 6, ints, 13, :vv),  # vv: double(?), input
+            TFBridge.input_tensor(Int64, Val(1), data, 7, ints, 15, :bd),  # bd: int64(?), input
         )
         return Cint(0)
     catch e
