@@ -155,7 +155,7 @@ class Session:
         self._closed = False
         self._runs_lock = threading.Condition(threading.Lock())
         self._runs_in_flight = 0  # close() waits for these before freeing the session
-        self._feed_shapes: dict = {}  # (operation, index) -> static shape of a fed tensor
+        self._feed_targets: dict = {}  # (operation, index) -> (its name in errors, its static shape)
         if self._julia_thread:
             from . import julia
             julia.init()
@@ -192,8 +192,7 @@ class Session:
             out = key if type(key) is Output and key.op.graph is self.graph else self.graph.as_graph_element(key)
             if not isinstance(out, Output):
                 raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
-            t = value if isinstance(value, Tensor) else \
-                Tensor._for_feed(value, out.dtype, f"placeholder '{out.name}'", self._static_shape(out))
+            t = value if isinstance(value, Tensor) else Tensor._for_feed(value, out.dtype, *self._feed_target(out))
             held.append(t)
             c_in[i].oper, c_in[i].index = out.op._ptr, out.index
             c_in_vals[i] = t._ptr
@@ -223,15 +222,17 @@ class Session:
         values = [_value(c_out_vals[i]) for i in range(n_out)]
         return plan.rebuild(values)
 
-    def _static_shape(self, out: Output) -> Optional[tuple]:
-        """The shape a value fed to ``out`` must fit (None: any), as shape
-        inference knows it; asked once per fed tensor."""
+    def _feed_target(self, out: Output) -> tuple[str, Optional[tuple]]:
+        """How conversion errors name the fed tensor ``out``, and the shape a
+        value fed to it must fit (None: any) as shape inference knows it;
+        looked up once per fed tensor."""
         key = (out.op._ptr, out.index)
         try:
-            return self._feed_shapes[key]
+            return self._feed_targets[key]
         except KeyError:
+            kind = "placeholder" if out.op.type.startswith("Placeholder") else "tensor"
             shape = out.shape
-            found = self._feed_shapes[key] = None if shape.unknown_rank else tuple(shape)
+            found = self._feed_targets[key] = (f"{kind} '{out.name}'", None if shape.unknown_rank else tuple(shape))
             return found
 
     def _graph_is_small(self) -> bool:

@@ -194,12 +194,19 @@ def _encoded(items) -> "list | None":
     return out
 
 
-def expect_string(value) -> Expect:
+def as_array(value, dtype=None):
+    """np.asarray(value, dtype), quietly; None where numpy finds no array in it."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            a = np.asarray(value, dtype=object)
+            return np.asarray(value, dtype=dtype)
     except (ValueError, TypeError, OverflowError, RecursionError):
+        return None
+
+
+def expect_string(value) -> Expect:
+    a = as_array(value, object)
+    if a is None:
         return Expect("refuse", reason="not an array")
     if isinstance(value, np.ndarray) and value.dtype.kind in "SU":
         a = value.astype(object)
@@ -215,11 +222,8 @@ def expect_string(value) -> Expect:
 
 
 def expect_numeric(value, dt: np.dtype) -> Expect:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            a = np.asarray(value)
-    except (ValueError, TypeError, OverflowError, RecursionError):
+    a = as_array(value)
+    if a is None:
         return Expect("refuse", reason="not an array")
     src, dst = category(a.dtype), category(dt)
     if a.size == 0:  # nothing to lose: accepting or refusing are both fine
@@ -322,11 +326,8 @@ def expect_inferred(value) -> Expect:
                                                                           for x in texts)):
             e.outcome = "either"  # numpy's inference (np.str_ arrays) may refuse these
         return e
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            a = np.asarray(value)
-    except (ValueError, TypeError, OverflowError, RecursionError):
+    a = as_array(value)
+    if a is None:
         return Expect("refuse", reason="not an array")
     if a.dtype == object:
         return Expect("either" if a.size == 0 else "refuse", None, "object array")
