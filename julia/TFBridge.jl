@@ -223,11 +223,13 @@ refuse(A::AbstractArray) = refuse(parent(A))
 # the read-only error too (read_only_cause).
 const _Strided{T} = Union{StridedVecOrMat{T}, LinearAlgebra.Transpose{<:Any,<:StridedVecOrMat{T}},
                           LinearAlgebra.Adjoint{<:Any,<:StridedVecOrMat{T}}}
-# An input, or a reshaped or sliced view of one (still strided, so still
-# written through its pointer); one method each, as a Union would lose to
-# LinearAlgebra's own, more specific, methods.
-for D in (:(ReadOnlyArray{T}), :(Base.ReshapedArray{T,<:Any,<:ReadOnlyArray{T}}),
-          :(SubArray{T,<:Any,<:ReadOnlyArray{T}}))
+# An input, or a reshaped or sliced vector or matrix of one (still strided,
+# so still written through its pointer); one method each, with the rank
+# fixed, as a Union or a free rank would lose to LinearAlgebra's own, more
+# specific, StridedVector and StridedMatrix methods.
+for D in (:(ReadOnlyArray{T}),
+          :(Base.ReshapedArray{T,1,<:ReadOnlyArray{T}}), :(Base.ReshapedArray{T,2,<:ReadOnlyArray{T}}),
+          :(SubArray{T,1,<:ReadOnlyArray{T}}), :(SubArray{T,2,<:ReadOnlyArray{T}}))
     @eval begin
         LinearAlgebra.mul!(C::$D, A::_Strided{T}, B::_Strided{T}, α::Number, β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(C)
         LinearAlgebra.mul!(C::$D, A::StridedVecOrMat{T}, B::StridedVector{T}, α::Number, β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(C)

@@ -35,6 +35,8 @@ function write_input(y, x, m, t, mode)
     mode == "rank3" && (t[1, 1, 1] = 99.0)
     mode == "view" && (view(x, 1:1) .= 99.0)
     mode == "mul" && mul!(x, Matrix(1.0I, length(x), length(x)), ones(length(x)))
+    mode == "mul_view" && mul!(view(x, 1:length(x)), Matrix(1.0I, length(x), length(x)), ones(length(x)))
+    mode == "mul_reshaped" && mul!(reshape(x, length(x)), Matrix(1.0I, length(x), length(x)), ones(length(x)))
     mode == "ldiv" && ldiv!(lu(Matrix(2.0I, length(x), length(x))), x)
     mode == "sort" && sort!(x; rev=true)
     mode == "blas_read" && (y .= transpose(m) * ones(size(m, 1)) .+ 0 .* y)  # a BLAS read, not a write
@@ -44,7 +46,7 @@ end
 
 # The generic path: a string input keeps the op off the compiled entries.
 WRITES = {"setindex": "x", "broadcast": "x", "fill": "x", "copyto": "x", "matrix": "m", "rank3": "t",
-          "view": "x", "mul": "x", "ldiv": "x", "sort": "x"}
+          "view": "x", "mul": "x", "mul_view": "x", "mul_reshaped": "x", "ldiv": "x", "sort": "x"}
 
 
 @pytest.fixture(scope="module")
