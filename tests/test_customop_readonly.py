@@ -12,6 +12,7 @@ import pytest
 
 import bridge
 from bridge import customop, errors
+from build_support import op_folder
 
 SPEC = """WriteInput
 double x(n)
@@ -51,11 +52,7 @@ WRITES = {"setindex": "x", "broadcast": "x", "fill": "x", "copyto": "x", "matrix
 
 @pytest.fixture(scope="module")
 def op(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("readonly") / "WriteInput"
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text(SPEC)
-    (folder / "write_input.jl").write_text(JULIA)
-    return customop.load(folder).write_input
+    return customop.load(op_folder(tmp_path_factory.mktemp("readonly"), "WriteInput", SPEC, JULIA)).write_input
 
 
 def _graph(op):
@@ -104,11 +101,7 @@ write_entry_grad(gx, gw, gy, y, x, w) = (gy .= 0; nothing)
 
 
 def test_compiled_entries_refuse_writes_too_including_the_gradient_op(tmp_path):
-    folder = tmp_path / "WriteEntry"
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text(ENTRY_SPEC)
-    (folder / "write_entry.jl").write_text(ENTRY_JULIA)
-    ops = customop.load(folder)
+    ops = customop.load(op_folder(tmp_path, "WriteEntry", ENTRY_SPEC, ENTRY_JULIA))
     calls = bridge.julia.entry_calls()
     g = bridge.Graph()
     with g.as_default():

@@ -23,6 +23,7 @@ import pytest
 
 import bridge
 from bridge import customop, errors
+from build_support import op_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,11 +99,7 @@ def _values(dtype, shape, seed):
 
 @pytest.fixture(scope="module")
 def echo(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("dynamic") / "DynEcho"
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text(ECHO_SPEC)
-    (folder / "dyn_echo.jl").write_text(ECHO_JL)
-    return customop.load(folder)
+    return customop.load(op_folder(tmp_path_factory.mktemp("dynamic"), "DynEcho", ECHO_SPEC, ECHO_JL))
 
 
 def _graph(echo, forms):
@@ -237,10 +234,7 @@ def test_output_pool_allocation_failure_is_resource_exhausted(tmp_path):
     allocated during it both fail with ResourceExhausted naming the output,
     and the session works again once the allocator is restored.  In a child
     process: the hook is process-wide."""
-    folder = tmp_path / "PoolFail"
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text(POOL_SPEC)
-    (folder / "pool_fail.jl").write_text(POOL_JL)
+    folder = op_folder(tmp_path, "PoolFail", POOL_SPEC, POOL_JL)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RUN_POOL_FAIL), str(folder)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -18,6 +18,7 @@ import pytest
 
 import bridge
 from bridge import customop, errors
+from build_support import op_folder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -244,11 +245,8 @@ def test_ragged_lists_are_a_value_error_naming_the_placeholder(feeds):
 def test_a_size_expression_that_overflows_int64_is_an_error_not_a_wrapped_size(tmp_path):
     """`y(k*k)` with k = 2**32 wrapped to 0 in int64 (an output of the wrong
     size); the generated kernels now detect the overflow."""
-    folder = tmp_path / "SquareSize"
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text("SquareSize\ndouble x(n)\n@attr int64 k = 2\ndouble y(k*k) -> output\n")
-    (folder / "square_size.jl").write_text("square_size(y, x, k) = (y .= sum(x); nothing)\n")
-    op = customop.load(folder).square_size
+    op = customop.load(op_folder(tmp_path, "SquareSize", "SquareSize\ndouble x(n)\n@attr int64 k = 2\ndouble y(k*k) -> output\n",
+                                 "square_size(y, x, k) = (y .= sum(x); nothing)\n")).square_size
     g = bridge.Graph()
     with g.as_default():
         x = bridge.placeholder(bridge.float64, [None], name="x")
@@ -259,3 +257,15 @@ def test_a_size_expression_that_overflows_int64_is_an_error_not_a_wrapped_size(t
             op(x, k=2 ** 32)
     with bridge.Session(g) as sess:
         np.testing.assert_array_equal(sess.run(ok, {x: [1.0, 2.0]}), np.full(9, 3.0))
+
+
+def test_a_feed_that_does_not_fit_the_static_shape_is_a_value_error():
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [2, None], name="x")
+        y = bridge.ops.identity(x)
+    with bridge.Session(g) as sess:
+        assert sess.run(y, {x: np.ones((2, 5))}).shape == (2, 5)
+        for bad, shape in ((np.ones((5, 5)), r"\(5, 5\)"), (1.0, r"\(\)"), (np.ones((2, 3, 1)), r"\(2, 3, 1\)")):
+            with pytest.raises(ValueError, match=rf"shape {shape} to placeholder 'x:0', which has shape \(2, \?\)"):
+                sess.run(y, {x: bad})
