@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia demo test test-quick fuzz bench clean
+.PHONY: all setup julia demo test test-quick fuzz bench contract clean
 
 all: test
 
@@ -52,6 +52,12 @@ fuzz: setup
 # Each benchmark prints its figure as a ratio to an anchor measured in the same run.
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
+
+# The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,
+# julia/contract.jl) from its table, bridge/julia_contract.py: run after
+# editing the table (tests/test_contract.py fails until then).
+contract:
+	@$(PY) -c 'import sys; from bridge import julia_contract; sys.exit(julia_contract.main())'
 
 clean:
 	rm -rf build .pytest_cache

@@ -84,17 +84,15 @@ def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, rati
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
+# The tests' helpers for building custom ops (tests/build_support.py) serve the benchmarks too.
+if str(REPO / "tests") not in sys.path:
+    sys.path.append(str(REPO / "tests"))
 
 
 def julia_op(name: str, spec: str, julia_source: str):
     """Build (or reuse) a Julia custom op for a benchmark under build/bench/,
     and return its generated op module."""
     import bridge
-    from bridge.customop.codegen import julia_file_name
-    from bridge.customop.spec import parse
+    from build_support import op_folder
 
-    folder = REPO / "build" / "bench" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "custom_op.txt").write_text(spec)
-    (folder / julia_file_name(parse(spec, str(folder / "custom_op.txt")))).write_text(julia_source)
-    return bridge.customop.load(folder)
+    return bridge.customop.load(op_folder(REPO / "build" / "bench", name, spec, julia_source))

@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (ANCHOR_TIMER, checked_runner, interleaved_per_call_us, julia_op,  # noqa: E402
                      report, run_anchor)
+from build_support import op_chain  # noqa: E402  (tests/, put on sys.path by _common)
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -36,13 +37,7 @@ jl = julia_op("JlTanh", "JlTanh\ndouble x(n)\ndouble y(n) -> output\n",
 
 
 def chain(make):
-    g = bridge.Graph()
-    with g.as_default():
-        x = bridge.placeholder(bridge.float64, [SIZE], name="x")
-        y = x
-        for _ in range(CHAIN):
-            y = make(y)
-    return g, x, y
+    return op_chain(make, CHAIN, [SIZE])
 
 
 def tanh_chain(out) -> None:

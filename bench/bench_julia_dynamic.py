@@ -35,7 +35,7 @@ same_work = julia_op("JlDynSameWork", "JlDynSameWork\ndouble x(n)\ndouble y(n) -
                      "function jl_dyn_same_work(y, x)\n    A = x .+ 1\n    y .= A\n    return nothing\nend\n")
 dynamic = julia_op("JlDynamic", "JlDynamic\ndouble x(n)\ndouble p(?) -> output\n",
                    "jl_dynamic(p, x) = (p[] = x .+ 1; nothing)\n")
-dynamic2 = julia_op("JlDynamic2", f"JlDynamic2\ndouble x(n)\ndouble p(?, ?) -> output\n",
+dynamic2 = julia_op("JlDynamic2", "JlDynamic2\ndouble x(n)\ndouble p(?, ?) -> output\n",
                     f"jl_dynamic2(p, x) = (p[] = reshape(x .+ 1, {ROWS}, {COLS}); nothing)\n")
 
 value = bridge.aligned_empty(SIZE)

@@ -12,6 +12,8 @@ from .dtypes import (bfloat16, bool, complex64, complex128, float16, float32, fl
 from .tensor import Tensor, aligned_empty
 from .attrs import Shape
 from .graph import Graph, Operation, Output, get_default_graph, reset_default_graph
+from . import operators as _operators  # noqa: F401  (installs x + y, x @ w, ... on Output)
+from . import session as _session
 from .session import Session, SessionConfig
 from .saved_model import SavedModel, Signature, load_saved_model
 from .scopes import colocate_with, control_dependencies, device, name_scope
@@ -28,11 +30,11 @@ _LAZY = {
     "Variable": ("bridge.builders", "Variable"),
     "SparseTensor": ("bridge.builders", "SparseTensor"),
     "load_op_library": ("bridge.op_library", "load_op_library"),
-    "gradients": ("bridge.backprop", "gradients"),
-    "jacobian": ("bridge.backprop", "jacobian"),
-    "hessian": ("bridge.backprop", "hessian"),
-    "RegisterGradient": ("bridge.backprop", "RegisterGradient"),
-    "NotDifferentiable": ("bridge.backprop", "NotDifferentiable"),
+    "gradients": ("bridge.grad", "gradients"),
+    "jacobian": ("bridge.grad", "jacobian"),
+    "hessian": ("bridge.grad", "hessian"),
+    "RegisterGradient": ("bridge.grad", "RegisterGradient"),
+    "NotDifferentiable": ("bridge.grad", "NotDifferentiable"),
     "function": ("bridge.functions", "function"),
     "TensorSpec": ("bridge.functions", "TensorSpec"),
     "cond": ("bridge.control_flow", "cond"),
@@ -41,6 +43,15 @@ _LAZY = {
     "compare_jacobians": ("bridge.gradient_check", "compare_jacobians"),
     "global_variables_initializer": ("bridge.builders", "global_variables_initializer"),
 }
+
+
+def _julia_session_runner():
+    """Julia-thread sessions run through the Julia host, imported only when one is made."""
+    from .julia import session_runner
+    return session_runner()
+
+
+_session.set_julia_thread_runner(_julia_session_runner)
 
 
 def __getattr__(name: str):

@@ -15,13 +15,14 @@ copy (see ENVIRONMENT notes: other orders hang or segfault).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib.util
 import os
 import threading
 from pathlib import Path
 
 import cffi
+
+from . import cache
 
 _DECL_DIR = Path(__file__).resolve().parent / "decl"
 _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h")
@@ -32,25 +33,21 @@ def _make_ffi():
     the parsed form is emitted once as an out-of-line ABI module (cffi's
     pure-Python form, no compiler involved) in the cache and imported after."""
     source = "".join((_DECL_DIR / name).read_text() for name in _DECL_FILES)
-    key = hashlib.sha256((cffi.__version__ + source).encode()).hexdigest()[:16]
-    module_name = f"_bridge_tf_ffi_{key}"
+    module_name = f"_bridge_tf_ffi_{cache.Key(cffi.__version__, source).hexdigest()}"
     builder = None
     try:
-        from ._paths import cache_dir
-        path = cache_dir() / "ffi" / f"{module_name}.py"
+        path = cache.root() / "ffi" / f"{module_name}.py"
         if not path.exists():
             builder = cffi.FFI()
             builder.cdef(source)
             builder.set_source(module_name, None)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            builder.emit_python_code(str(tmp))
-            os.replace(tmp, path)  # atomic: concurrent first imports never see half a file
+            with cache.publishing(path) as tmp:
+                builder.emit_python_code(str(tmp))
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module.ffi
-    except OSError:  # no writable cache: parse in memory (bridge._paths.cache_dir)
+    except OSError:  # no writable cache: parse in memory (bridge.cache)
         if builder is not None:
             return builder  # parsed already; only emitting it failed
         built = cffi.FFI()

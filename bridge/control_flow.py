@@ -2,8 +2,8 @@
 
 Both build TensorFlow's *functional* ops, ``If`` and ``While``, whose
 branches, condition and body are functions traced from Python (see
-:mod:`bridge.function`), and both get their gradients from the Python
-registry of :mod:`bridge.gradients`.
+:mod:`bridge.functions`).  Their gradients are registered in
+:mod:`bridge.grad.control_flow_grad`.
 
 Why not ``TF_NewWhile``: the C API's while loop is TF v1 control flow
 (Enter/Merge/Switch/Exit frames) and its C++ gradient only differentiates
@@ -35,8 +35,7 @@ import numpy as np
 
 from . import dtypes
 from .attrs import Shape, as_shape
-from .functions import Trace, TensorSpec, TracedFunction, flatten, lookup, pack_as, trace_graph
-from .backprop import ACCEPTS_NONE, NotDifferentiable, RegisterGradient, is_differentiable
+from .functions import Trace, TensorSpec, TracedFunction, flatten, pack_as, trace_graph
 from .graph import Operation, Output, get_default_graph
 
 __all__ = ["cond", "while_loop"]
@@ -109,7 +108,7 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], nam
         captured = list(dict.fromkeys(list(then_t.graph.captures) + list(else_t.graph.captures)))
         then_f, else_f = then_t.finish(captured), else_t.finish(captured)
         shapes = [_most_specific_common(a.shape, b.shape) for a, b in zip(then_f.outputs, else_f.outputs)]
-        op = _make_if(pred, captured, then_f, else_f, shapes, name="If")
+        op = make_if(pred, captured, then_f, else_f, shapes, name="If")
     values = iter(op.outputs)
     leaves = [None if leaf is None else next(values) for leaf in flatten(then_t.structure)]
     if not op.outputs:
@@ -126,8 +125,9 @@ def _check_same_outputs(a: Trace, b: Trace) -> None:
             raise TypeError(f"cond: output {i} is {x.dtype.name} in true_fn but {y.dtype.name} in false_fn")
 
 
-def _make_if(pred: Output, inputs: Sequence[Output], then_f: TracedFunction, else_f: TracedFunction,
-             shapes: Sequence[Shape], name: str) -> Operation:
+def make_if(pred: Output, inputs: Sequence[Output], then_f: TracedFunction, else_f: TracedFunction,
+            shapes: Sequence[Shape], name: str) -> Operation:
+    """An ``If`` op on ``pred`` calling ``then_f`` or ``else_f`` with ``inputs``."""
     graph = get_default_graph()
     then_f.add_to(graph)
     else_f.add_to(graph)
@@ -138,43 +138,6 @@ def _make_if(pred: Output, inputs: Sequence[Output], then_f: TracedFunction, els
         if not shape.unknown_rank:
             out.set_shape(shape)
     return op
-
-
-def _branch(op: Operation, attr: str) -> TracedFunction:
-    name = op.get_attr(attr)
-    f = lookup(op.graph, name)
-    if f is None:
-        raise LookupError(f"operation '{op.name}' ({op.type}) has branch function '{name}', which the "
-                          "bridge did not trace (a graph imported from a GraphDef?), so it has no gradient")
-    return f
-
-
-def _if_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
-    n = op.num_inputs
-    out_mask = tuple(g is not None for g in grads)
-    if not any(out_mask):
-        return [None] * n
-    then_f, else_f = _branch(op, "then_branch"), _branch(op, "else_branch")
-    then_g, then_mask = then_f.vjp(out_mask)
-    else_g, else_mask = else_f.vjp(out_mask)
-    union = tuple(a or b for a, b in zip(then_mask, else_mask))
-    if not any(union):
-        return [None] * n
-    if then_mask != union:
-        then_g, _ = then_f.vjp(out_mask, wrt=union)
-    if else_mask != union:
-        else_g, _ = else_f.vjp(out_mask, wrt=union)
-    pred, inputs = op.inputs[0], op.inputs[1:]
-    args = inputs + [g for g in grads if g is not None]
-    shapes = [t.shape for t, m in zip(inputs, union) if m]
-    grad_if = _make_if(pred, args, then_g, else_g, shapes, name="If")
-    outs = iter(grad_if.outputs)
-    return [None] + [next(outs) if m else None for m in union]
-
-
-setattr(_if_grad, ACCEPTS_NONE, True)
-RegisterGradient("If")(_if_grad)
-RegisterGradient("StatelessIf")(_if_grad)
 
 
 # --- while_loop -------------------------------------------------------------------------
@@ -238,7 +201,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
         captured = list(dict.fromkeys(list(body_t.graph.captures) + list(cond_t.graph.captures) + extra))
         info = WhileInfo(cond_t.finish(captured), body_t.finish(captured), len(init), len(captured), shapes,
                          max_iter, back_prop, parallel_iterations)
-        op = _make_while(info, init, captured, info.accumulate)
+        op = make_while(info, init, captured, info.accumulate)
     outputs = op.outputs[1:1 + len(init)]
     result = pack_as(structure, outputs)
     return result[0] if single else result
@@ -315,8 +278,9 @@ def _empty_list(dtype: dtypes.DType) -> Output:
                {"element_dtype": dtype}, {"element_dtype": "type"}).output(0)
 
 
-def _make_while(info: WhileInfo, init: Sequence[Output], captured: Sequence[Output],
-                accumulate: bool) -> Operation:
+def make_while(info: WhileInfo, init: Sequence[Output], captured: Sequence[Output],
+               accumulate: bool) -> Operation:
+    """The ``While`` op of ``info``'s loop; ``accumulate`` keeps each step's values in TensorLists."""
     graph = get_default_graph()
     cond_f, body_f = _loop_functions(info, accumulate)
     cond_f.add_to(graph)
@@ -332,118 +296,3 @@ def _make_while(info: WhileInfo, init: Sequence[Output], captured: Sequence[Outp
         if not shape.unknown_rank:
             out.set_shape(shape)
     return op
-
-
-def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
-    n = op.num_inputs
-    if all(g is None for g in grads):
-        return [None] * n
-    body_f = lookup(op.graph, op.get_attr("body"))
-    info: Optional[WhileInfo] = getattr(body_f, "while_info", None)
-    if info is None:
-        raise LookupError(f"operation '{op.name}' ({op.type}) was not built by bridge.while_loop "
-                          "(a graph imported from a GraphDef?), so the bridge cannot differentiate it")
-    nv, nc = info.num_vars, info.num_captures
-    inputs = op.inputs
-    init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
-    g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
-
-    forward = op
-    if not info.accumulate:
-        # Nothing was kept: run the loop again, this time keeping each step's values.
-        forward = _make_while(info, init, caps, accumulate=True)
-    outs = forward.outputs
-    count, accs = outs[0], outs[1 + nv + nc:]
-
-    var_mask = [is_differentiable(v.dtype) for v in init]
-    cap_mask = [is_differentiable(c.dtype) for c in caps]
-    carry_accs = any(g is not None for g in g_accs)
-    vjp, _ = info.user_body.vjp(var_mask, wrt=var_mask + cap_mask)
-
-    def zeros_or(g: Optional[Output], like: Output) -> Output:
-        return g if g is not None else _op("ZerosLike", [like]).output(0)
-
-    start = ([zeros_or(g, o) for g, o, m in zip(g_vars, outs[1:1 + nv], var_mask) if m]
-             + [zeros_or(g, c) for g, c, m in zip(g_caps, caps, cap_mask) if m]
-             + ([zeros_or(g, a) for g, a in zip(g_accs, accs)] if carry_accs else []))
-    n_gv, n_gc = sum(var_mask), sum(cap_mask)
-    var_dtypes = [v.dtype for v in init]
-
-    def bw_cond(k, *rest):
-        return _op("Greater", [k, _const(0, dtypes.int32, name="zero")]).output(0)
-
-    def bw_body(k, *rest):
-        rest = list(rest)
-        gv, gc = rest[:n_gv], rest[n_gv:n_gv + n_gc]
-        ga = rest[n_gv + n_gc:n_gv + n_gc + (nv if carry_accs else 0)]
-        lists = rest[len(rest) - nv:]
-        popped, states = [], []
-        for lst, dtype, shape in zip(lists, var_dtypes, info.shapes):
-            new_list, value = _op("TensorListPopBack", [lst, _const(-1, dtypes.int32, name="element_shape")],
-                                  {"element_dtype": dtype}, {"element_dtype": "type"}).outputs
-            if not shape.unknown_rank:
-                value.set_shape(shape)
-            popped.append(new_list)
-            states.append(value)
-        d = vjp.call(states + list(caps) + gv, name="body_grad").outputs
-        d_vars, d_caps = d[:n_gv], d[n_gv:]
-        new_ga = []
-        if carry_accs:
-            # Gradients that reached the kept values (second derivatives) join the variables'.
-            elems = []
-            for g, dtype in zip(ga, var_dtypes):
-                g_list, g_elem = _op("TensorListPopBack", [g, _const(-1, dtypes.int32, name="element_shape")],
-                                     {"element_dtype": dtype}, {"element_dtype": "type"}).outputs
-                new_ga.append(g_list)
-                elems.append(g_elem)
-            diff_elems = [e for e, m in zip(elems, var_mask) if m]
-            d_vars = [_op("AddV2", [a, b]).output(0) for a, b in zip(d_vars, diff_elems)]
-        new_gc = [_op("AddV2", [a, b]).output(0) for a, b in zip(gc, d_caps)]
-        step = _op("Sub", [k, _const(1, dtypes.int32, name="one")]).output(0)
-        return [step] + d_vars + new_gc + new_ga + popped
-
-    # Gradient shapes are left open: the body's gradient function may know less than the forward.
-    invariants = [Shape(())] + [Shape.unknown()] * len(start) + [Shape(())] * len(accs)
-    result = while_loop(bw_cond, bw_body, [count] + start + list(accs), shape_invariants=invariants,
-                        back_prop=False, name="while_grad")
-    r = iter(result[1:])
-    gv_final = [next(r) if m else None for m in var_mask]
-    gc_final = [next(r) if m else None for m in cap_mask]
-    num_lists = n - 1 - nv - nc  # the op's own TensorList inputs (none with back_prop=False)
-    ga_final = [next(r) for _ in range(nv)] if carry_accs else [None] * num_lists
-    return [None] + gv_final + gc_final + ga_final
-
-
-setattr(_while_grad, ACCEPTS_NONE, True)
-RegisterGradient("While")(_while_grad)
-RegisterGradient("StatelessWhile")(_while_grad)
-
-
-# --- TensorList gradients (what the loops' kept values need for second derivatives) ----
-
-@RegisterGradient("TensorListPushBack")
-def _push_back_grad(op: Operation, dresult: Output) -> list:
-    shape = _op("Shape", [op.inputs[1]]).output(0)
-    dlist, delem = _op("TensorListPopBack", [dresult, shape], {"element_dtype": op.get_attr("element_dtype")},
-                       {"element_dtype": "type"}).outputs
-    return [dlist, delem]
-
-
-def _pop_back_grad(op: Operation, dlist: Optional[Output], delem: Optional[Output]) -> list:
-    if dlist is None and delem is None:
-        return [None, None]
-    dtype = op.get_attr("element_dtype")
-    if dlist is None:
-        shape = _op("TensorListElementShape", [op.outputs[0]], {"shape_type": dtypes.int32},
-                    {"shape_type": "type"}).output(0)
-        dlist = _op("EmptyTensorList", [shape, _const(-1, dtypes.int32, name="max_num_elements")],
-                    {"element_dtype": dtype}, {"element_dtype": "type"}).output(0)
-    if delem is None:
-        delem = _op("ZerosLike", [op.outputs[1]]).output(0)
-    pushed = _op("TensorListPushBack", [dlist, delem], {"element_dtype": dtype}, {"element_dtype": "type"})
-    return [pushed.output(0), None]
-
-
-setattr(_pop_back_grad, ACCEPTS_NONE, True)
-RegisterGradient("TensorListPopBack")(_pop_back_grad)
-NotDifferentiable("EmptyTensorList")

@@ -16,15 +16,8 @@ Calling
     GraphDef holds the body once however many times it is called.
 
 Differentiating
-    The gradient of a call op is a call of a second function, built (and
-    cached) per set of outputs that receive gradients: it takes the call's
-    inputs and those output gradients, inlines the body (importing its
-    GraphDef), and runs :func:`bridge.gradients` on it.  So the forward body
-    is recomputed inside the gradient function rather than its intermediates
-    kept; in exchange the gradient function is an ordinary function again,
-    differentiable to any order, and bodies containing Julia ops, nested
-    functions, conds and while loops differentiate like any graph.  Random
-    ops in a body draw new numbers in that recomputation.
+    A call op's gradient is a call of a gradient function that recomputes
+    the body: see :mod:`bridge.grad.function_grad`.
 """
 from __future__ import annotations
 
@@ -36,14 +29,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import dtypes
+from . import buffers, dtypes
 from ._lib import ffi, lib
 from .attrs import Shape, as_shape
 from .errors import InvalidArgumentError, check, status
 from .graph import Graph, Operation, Output, get_default_graph
 
 __all__ = ["function", "Function", "TensorSpec", "FuncGraph", "TracedFunction", "Trace", "trace",
-           "trace_graph", "lookup", "call_gradient", "flatten", "pack_as"]
+           "trace_graph", "lookup", "flatten", "pack_as"]
 
 
 # --- nested structures ----------------------------------------------------------
@@ -202,7 +195,6 @@ class TracedFunction:
         self.outputs = list(outputs)
         self.captured = list(captured)
         self.structure = structure
-        self._vjps: dict[tuple, tuple["TracedFunction", tuple[bool, ...]]] = {}
         self._func = self._to_function(description)
         self.name = ffi.string(lib.TF_FunctionName(self._func)).decode()
         _REGISTRY[self.name] = self
@@ -229,11 +221,7 @@ class TracedFunction:
     @property
     def function_def(self) -> bytes:
         """The serialized FunctionDef."""
-        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
-        s = status()
-        lib.TF_FunctionToFunctionDef(self._func, buf, s.ptr)
-        check(s, self.name)
-        return bytes(ffi.buffer(buf.data, buf.length))
+        return buffers.filled(lambda buf, s: lib.TF_FunctionToFunctionDef(self._func, buf, s), self.name)
 
     def __repr__(self) -> str:
         return f"<bridge.TracedFunction '{self.name}' inputs={len(self.inputs)} outputs={len(self.outputs)}>"
@@ -300,64 +288,6 @@ class TracedFunction:
         for fname, f in self.graph._functions.items():
             graph._functions.setdefault(fname, f)
         return outs
-
-    # --- differentiation --------------------------------------------------------------
-    def vjp(self, out_mask: Sequence[bool], wrt: Optional[Sequence[bool]] = None
-            ) -> tuple["TracedFunction", tuple[bool, ...]]:
-        """The gradient function for outputs ``out_mask`` that receive gradients.
-
-        It takes (all inputs..., the masked outputs' gradients...) and returns
-        the inputs' gradients for the returned input mask: the inputs with a
-        gradient, or exactly ``wrt`` (zeros where unconnected) when given.
-        """
-        from .backprop import gradients, is_differentiable
-        key = (tuple(bool(m) for m in out_mask), None if wrt is None else tuple(bool(w) for w in wrt))
-        cached = self._vjps.get(key)
-        if cached is not None:
-            return cached
-        fg = FuncGraph(f"{self.graph.name}_grad")
-        with fg.as_default():
-            xs = [fg.add_input(t.dtype, t.shape, name=f"x{i}") for i, t in enumerate(self.inputs)]
-            dys = [fg.add_input(t.dtype, t.shape, name=f"dy{i}")
-                   for i, (t, m) in enumerate(zip(self.outputs, key[0])) if m]
-            outs = self.inline(xs, name="forward")
-            ys = [o for o, m in zip(outs, key[0]) if m]
-            grads = gradients(ys, xs, grad_ys=dys, name="grad") if ys else [None] * len(xs)
-            if key[1] is None:
-                in_mask = tuple(g is not None for g in grads)
-                results = [g for g in grads if g is not None]
-            else:
-                in_mask = key[1]
-                results = []
-                for x, g, w in zip(xs, grads, in_mask):
-                    if w:
-                        if not is_differentiable(x.dtype):
-                            raise TypeError(f"no gradient for {x.dtype.name} input '{x.name}'")
-                        results.append(g if g is not None else fg.create_op("ZerosLike", [x]).output(0))
-        grad_fn = TracedFunction(fg, xs + dys, results)
-        self._vjps[key] = (grad_fn, in_mask)
-        return grad_fn, in_mask
-
-
-def call_gradient(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
-    """Gradient of a call of a traced function: a call of its gradient function."""
-    f = lookup(op.graph, op.type)
-    if f is None:
-        raise LookupError(f"operation '{op.name}' calls function '{op.type}', whose body the bridge "
-                          "did not trace, so it has no gradient")
-    n = op.num_inputs
-    out_mask = tuple(g is not None for g in grads)
-    if not any(out_mask):
-        return [None] * n
-    grad_fn, in_mask = f.vjp(out_mask)
-    if not any(in_mask):
-        return [None] * n
-    call = grad_fn.call(op.inputs + [g for g in grads if g is not None], name=f"{op.type}_grad")
-    outs = iter(call.outputs)
-    return [next(outs) if m else None for m in in_mask]
-
-
-call_gradient._bridge_gradient_accepts_none = True  # type: ignore[attr-defined]
 
 
 # --- tracing Python ---------------------------------------------------------------------

@@ -147,7 +147,7 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
     reference lines; needs matplotlib.
     """
     from .functions import flatten
-    from .backprop import gradients
+    from .grad import gradients
     steps_arr = np.asarray(sorted(steps, reverse=True), dtype=np.float64)
     if steps_arr.size < 2 or np.any(steps_arr <= 0):
         raise ValueError("gradcheck: steps must hold at least two positive step sizes")
@@ -202,7 +202,7 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
 def _weighted_sum(ys: list[Output], shapes: list[tuple], rng: np.random.Generator) -> Output:
     """sum_k sum(w_k * y_k) with random w_k (just y for a single scalar)."""
     from .builders import constant
-    from .backprop import _op
+    from .grad._helpers import _op
     if len(ys) == 1 and shapes[0] == ():
         return ys[0] if ys[0].dtype.is_floating else _op("Real", [ys[0]])
     terms = []
@@ -259,7 +259,7 @@ def compute_gradient(f: Any, x0: Any, *, delta: Optional[float] = None, x: Any =
     differences with step ``delta`` (1e-6 for float64, 1e-3 for float32).
     """
     from .builders import placeholder
-    from .backprop import gradients
+    from .grad import gradients
     problem = _Problem(f, x0, x, feed_dict, session, attrs)
     try:
         graph = problem.graph

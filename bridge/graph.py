@@ -13,16 +13,12 @@ import threading
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from . import _proto as pb
-from . import dtypes
+from . import buffers, dtypes
 from ._lib import ffi, lib
 from .attrs import Shape, decode_attr_value, infer_attr_type, set_attr
 from .errors import InvalidArgumentError, NotFoundError, check, status
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
-
-
-def _read_buffer(buf) -> bytes:
-    return bytes(ffi.buffer(buf.data, buf.length))
 
 
 class Output:
@@ -85,25 +81,13 @@ class Output:
     def __repr__(self) -> str:
         return f"<bridge.Output '{self.name}' dtype={self.dtype.name} shape={self.shape!r}>"
 
-    # Python operators delegate to the generated ops (imported on first use).
-    def __add__(self, other): return _math().add_v2(self, other)
-    def __radd__(self, other): return _math().add_v2(other, self)
-    def __sub__(self, other): return _math().sub(self, other)
-    def __rsub__(self, other): return _math().sub(other, self)
-    def __mul__(self, other): return _math().mul(self, other)
-    def __rmul__(self, other): return _math().mul(other, self)
-    def __truediv__(self, other): return _math().real_div(self, other)
-    def __rtruediv__(self, other): return _math().real_div(other, self)
-    def __matmul__(self, other): return _math().mat_mul(self, other)
-    def __rmatmul__(self, other): return _math().mat_mul(other, self)
-    def __pow__(self, other): return _math().pow(self, other)
-    def __neg__(self): return _math().neg(self)
-    def __abs__(self): return _math().abs(self)
+    def _short_repr(self) -> str:
+        """How error messages name it (bridge.attrs.short_repr): its name, not its repr,
+        which would look its dtype and shape up."""
+        return f"Output '{self.name}'"
 
-
-def _math():
-    from . import ops
-    return ops
+    # Python's operators (x + y, x @ w, -x, ...) are installed by bridge.operators:
+    # they call the generated op functions, which are built on this module.
 
 
 class Operation:
@@ -162,34 +146,29 @@ class Operation:
 
     @property
     def control_inputs(self) -> list["Operation"]:
-        n = lib.TF_OperationNumControlInputs(self._ptr)
-        arr = ffi.new("TF_Operation*[]", max(n, 1))
-        n = lib.TF_OperationGetControlInputs(self._ptr, arr, n)
-        return [self.graph._wrap(arr[i]) for i in range(n)]
+        return self._operations(lib.TF_OperationNumControlInputs, lib.TF_OperationGetControlInputs)
 
     @property
     def control_outputs(self) -> list["Operation"]:
-        n = lib.TF_OperationNumControlOutputs(self._ptr)
+        return self._operations(lib.TF_OperationNumControlOutputs, lib.TF_OperationGetControlOutputs)
+
+    def _operations(self, count, get) -> list["Operation"]:
+        """The operations a TF_Operation*[] getter of this op returns (``count``: how many)."""
+        n = count(self._ptr)
         arr = ffi.new("TF_Operation*[]", max(n, 1))
-        n = lib.TF_OperationGetControlOutputs(self._ptr, arr, n)
+        n = get(self._ptr, arr, n)
         return [self.graph._wrap(arr[i]) for i in range(n)]
 
     def get_attr(self, name: str) -> Any:
         """The attribute's value (int, float, bool, bytes, DType, Shape, Tensor, lists)."""
-        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
-        s = status()
-        lib.TF_OperationGetAttrValueProto(self._ptr, name.encode(), buf, s.ptr)
-        check(s, f"operation '{self.name}'")
-        return decode_attr_value(_read_buffer(buf))
+        return decode_attr_value(buffers.filled(
+            lambda buf, s: lib.TF_OperationGetAttrValueProto(self._ptr, name.encode(), buf, s),
+            f"operation '{self.name}'"))
 
     @property
     def node_def(self) -> bytes:
         """The serialized NodeDef."""
-        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
-        s = status()
-        lib.TF_OperationToNodeDef(self._ptr, buf, s.ptr)
-        check(s, self.name)
-        return _read_buffer(buf)
+        return buffers.filled(lambda buf, s: lib.TF_OperationToNodeDef(self._ptr, buf, s), self.name)
 
     @property
     def attr_names(self) -> list[str]:
@@ -322,11 +301,7 @@ class Graph:
     # --- GraphDef -----------------------------------------------------------
     def as_graph_def(self) -> bytes:
         """Serialize the graph (with its function library) to GraphDef bytes."""
-        buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
-        s = status()
-        lib.TF_GraphToGraphDef(self._ptr, buf, s.ptr)
-        check(s, "exporting GraphDef")
-        return _read_buffer(buf)
+        return buffers.filled(lambda buf, s: lib.TF_GraphToGraphDef(self._ptr, buf, s), "exporting GraphDef")
 
     def import_graph_def(self, graph_def: bytes, prefix: str = "",
                          input_map: Optional[dict] = None,

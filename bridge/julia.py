@@ -19,7 +19,7 @@ import ctypes
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from cffi import FFI
@@ -39,10 +39,12 @@ def _cdef_text() -> str:
 _ffi = FFI()
 _ffi.cdef(_cdef_text())
 
-# tfjl::DType codes (kernels_cpp/include/tfjl/runtime.h).
-_DTYPE_CODES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, np.dtype(np.int32): 2,
-                np.dtype(np.int64): 3, np.dtype(np.bool_): 4}
-_STRING = 5
+# tfjl::DType codes of numpy dtypes, and of strings: the contract table
+# (bridge/julia_contract.py; kernels_cpp/include/tfjl/contract.h).
+from . import julia_contract as _contract  # noqa: E402  (beside the constants it defines)
+
+_DTYPE_CODES = {np.dtype(getattr(np, d.numpy)): d.code for d in _contract.DTYPES if d.numpy is not None}
+_STRING = _contract.by_name("String").code
 
 
 class JuliaError(RuntimeError):
@@ -287,6 +289,13 @@ def session_run_on_julia_thread(session, run_options, inputs, input_values, ninp
                                         ptr(inputs), arr(input_values), ninputs, ptr(outputs),
                                         arr(output_values), noutputs, arr(targets), ntargets,
                                         ptr(run_metadata), ptr(status))
+
+
+def session_runner() -> Callable[..., None]:
+    """Start Julia and return what ``Session(config=SessionConfig(julia_thread=True))``
+    runs ``TF_SessionRun`` with (bridge.session.set_julia_thread_runner)."""
+    init()
+    return session_run_on_julia_thread
 
 
 def call_counts() -> tuple[int, int]:

@@ -12,8 +12,9 @@ which does what TensorFlow's ``op_def_library`` does in Python:
   with a definite dtype (numpy, Tensor), then the attribute's default, then
   the first Python value; so ``add_v2(x, 1)`` makes the 1 of x's dtype;
 * everything that can be checked before the C API is (input and list
-  counts, dtypes against ``allowed_values``, attribute kinds and minimums),
-  with errors that name the op.
+  counts, dtypes against ``allowed_values``), with errors that name the op;
+  attribute values go through :func:`bridge.attrs.convert_attr`, the
+  checks ``Graph.create_op`` makes too.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import dtypes
-from .attrs import Shape
+from .attrs import convert_attr, short_repr
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor
 
@@ -80,13 +81,6 @@ def _has_definite_dtype(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic, Tensor))
 
 
-def _short(value: Any) -> str:
-    if isinstance(value, Output):
-        return f"Output '{value.name}'"  # its repr would ask for the dtype, which refs lack
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _variable_output(value: Any, dtype: Optional[dtypes.DType]) -> Optional[Output]:
     """A bridge.Variable as an input: its handle where a resource is wanted, else its value."""
     from .builders import Variable
@@ -141,7 +135,7 @@ class OpBuilder:
                    number_attr: str = "", type_list_attr: str = "", is_ref: bool = False) -> None:
         """A list input: ``number_attr`` tensors of one type, or one per ``type_list_attr`` entry."""
         if isinstance(value, (Output, str, bytes, np.ndarray)) or not isinstance(value, Sequence):
-            raise self._error(f"input '{arg}' takes a list of tensors, got {_short(value)}")
+            raise self._error(f"input '{arg}' takes a list of tensors, got {short_repr(value)}")
         self._inputs.append(_Input(arg, value, dtype and dtypes.as_dtype(dtype), type_attr, number_attr,
                                    type_list_attr, is_ref, True))
 
@@ -150,48 +144,12 @@ class OpBuilder:
         """An attribute the caller gave (or left at its default)."""
         if value is TF_DEFAULT:
             return
-        if value is None:
-            if attr_type != "shape":
-                raise self._error(f"attribute '{attr}' ({attr_type}) needs a value, got None")
-            value = Shape.unknown()
-        if attr_type == "type" or attr_type == "list(type)":
-            value = self._check_types(attr, value, attr_type, allowed)
-        elif attr_type.startswith("list("):
-            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
-                raise self._error(f"attribute '{attr}' ({attr_type}) needs a list, got {_short(value)}")
-            if minimum is not None and len(value) < minimum:
-                raise self._error(f"attribute '{attr}' needs at least {minimum} entries, got {len(value)}",
-                                  ValueError)
-        elif attr_type == "int":
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise self._error(f"attribute '{attr}' needs an int, got {_short(value)}")
-            if minimum is not None and value < minimum:
-                raise self._error(f"attribute '{attr}' must be at least {minimum}, got {value}", ValueError)
-        elif attr_type == "string" and allowed is not None:
-            text = value.decode() if isinstance(value, bytes) else value
-            if text not in allowed:
-                raise self._error(f"attribute '{attr}' must be one of {', '.join(map(repr, allowed))}, "
-                                  f"got {value!r}", ValueError)
+        try:
+            value = convert_attr(attr, attr_type, value, allowed, minimum)
+        except (TypeError, ValueError) as exc:
+            raise self._error(str(exc), type(exc)) from None
         self._attrs[attr] = value
         self._attr_types[attr] = attr_type
-
-    def _check_types(self, attr: str, value: Any, attr_type: str, allowed: Optional[tuple]) -> Any:
-        try:
-            if attr_type == "type":
-                value = dtypes.as_dtype(value)
-                checked = [value]
-            else:
-                if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-                    raise TypeError(f"needs a list of dtypes, got {_short(value)}")
-                value = [dtypes.as_dtype(v) for v in value]
-                checked = value
-        except (TypeError, ValueError) as exc:
-            raise self._error(f"attribute '{attr}': {exc}") from None
-        if allowed is not None:
-            for dt in checked:
-                if dt.name not in allowed:
-                    raise self._error(f"attribute '{attr}' must be one of {', '.join(allowed)}; got {dt.name}")
-        return value
 
     def _pack_error(self, inp: _Input) -> Exception:
         return self._error(f"input '{inp.arg}': a list holding Outputs cannot become a constant; "
@@ -374,7 +332,7 @@ class OpBuilder:
             return self._check_output(inp, var, wanted)
         if inp.is_ref:
             raise self._error(f"input '{inp.arg}' needs a reference tensor (such as a VariableV2 output), "
-                              f"got {_short(value)}")
+                              f"got {short_repr(value)}")
         if isinstance(value, (list, tuple)) and _holds_output(value):
             raise self._pack_error(inp)
         from .builders import constant
@@ -382,7 +340,7 @@ class OpBuilder:
             return constant(value, wanted, name=const_name, graph=graph)
         except (TypeError, ValueError) as exc:
             target = wanted.name if wanted is not None else "a tensor"
-            raise self._error(f"input '{inp.arg}': cannot convert {_short(value)} to {target} ({exc})") from None
+            raise self._error(f"input '{inp.arg}': cannot convert {short_repr(value)} to {target} ({exc})") from None
 
 
 def _holds_output(value: Any) -> bool:

@@ -14,9 +14,10 @@ import types
 from pathlib import Path
 from typing import Union
 
-from . import errors
+from . import buffers, errors
 from ._lib import ffi, lib
 from .errors import status
+from .opdef import op_def
 
 _lock = threading.Lock()
 _modules: dict[str, types.ModuleType] = {}
@@ -31,13 +32,11 @@ def library_op_names() -> frozenset[str]:
 
 def is_registered(op_type: str) -> bool:
     """Whether TensorFlow's op registry (built-in ops and loaded libraries) knows ``op_type``."""
-    graph = ffi.gc(lib.TF_NewGraph(), lib.TF_DeleteGraph)
-    buf = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
-    s = status()
-    lib.TF_GraphGetOpDef(graph, op_type.encode(), buf, s.ptr)
-    found = lib.TF_GetCode(s.ptr) == 0
-    lib.TF_SetStatus(s.ptr, 0, b"")
-    return found
+    try:
+        op_def(op_type)
+    except errors.OpError:
+        return False
+    return True
 
 
 def is_loaded(path: Union[str, os.PathLike]) -> bool:
@@ -71,7 +70,7 @@ def load_op_library(path: Union[str, os.PathLike]) -> types.ModuleType:
             raise errors.error_for_code(code or 2, f"could not load op library '{resolved}': {message}")
         _handles.append(handle)
         buf = lib.TF_GetOpList(handle)  # owned by the handle
-        op_list = bytes(ffi.buffer(buf.data, buf.length))
+        op_list = buffers.read(buf)
         module = _generate(op_list, resolved)
         _library_ops.update(module.OP_TYPES.values())
         _modules[key] = module

@@ -8,11 +8,14 @@ plain dataclasses (tensorflow/core/framework/op_def.proto) with the
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import _proto as pb
-from . import dtypes
+from . import buffers, dtypes
+from ._lib import ffi, lib
 from .attrs import decode_attr_value
 
 
@@ -186,10 +189,9 @@ def canonical_op_list(buf: bytes, exclude: frozenset = frozenset()) -> bytes:
 
 def registry_op_list_bytes() -> bytes:
     """The serialized OpList of every op registered in this process."""
-    from ._lib import ffi, lib
     buf = lib.TF_GetAllOpList()
     try:
-        return bytes(ffi.buffer(buf.data, buf.length))
+        return buffers.read(buf)
     finally:
         lib.TF_DeleteBuffer(buf)
 
@@ -197,3 +199,38 @@ def registry_op_list_bytes() -> bytes:
 def registry_op_defs() -> list[OpDef]:
     """Every op registered in this process (built-in and loaded libraries)."""
     return decode_op_list(registry_op_list_bytes())
+
+
+# --- one op type's OpDef ----------------------------------------------------------
+# An op type's OpDef never changes once registered, so lookups are cached; a
+# failed one is not (a library loaded later may register the type).  A graph
+# also knows its functions as op types, hence one cache per graph.
+
+_by_graph: "weakref.WeakKeyDictionary[Any, dict[str, OpDef]]" = weakref.WeakKeyDictionary()
+_registered: dict[str, OpDef] = {}
+_scratch_lock = threading.Lock()
+_scratch_graph: Any = None  # a TF_Graph* that asks the process-wide registry alone
+
+
+def _registry_graph() -> Any:
+    global _scratch_graph
+    with _scratch_lock:
+        if _scratch_graph is None:
+            _scratch_graph = ffi.gc(lib.TF_NewGraph(), lib.TF_DeleteGraph)
+        return _scratch_graph
+
+
+def op_def(op_type: str, graph: Any = None) -> OpDef:
+    """The OpDef of ``op_type``: as ``graph`` (a :class:`bridge.Graph`) knows it,
+    functions of its library included, or from TensorFlow's op registry
+    (built-in ops and loaded libraries) when ``graph`` is None.
+
+    Raises :class:`bridge.errors.NotFoundError` naming ``op_type`` when it is unknown.
+    """
+    cache = _registered if graph is None else _by_graph.setdefault(graph, {})
+    found = cache.get(op_type)
+    if found is None:
+        ptr = _registry_graph() if graph is None else graph._ptr
+        found = cache[op_type] = decode_op_def(buffers.filled(
+            lambda buf, s: lib.TF_GraphGetOpDef(ptr, op_type.encode(), buf, s), f"looking up op {op_type}"))
+    return found

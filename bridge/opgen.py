@@ -3,19 +3,18 @@
 The rules (names, signatures, docstrings, outputs) are listed in
 ``bridge.ops``'s docstring; the layout of the code is in
 ``templates/python_op.py.j2`` and ``templates/python_ops_module.py.j2``.
-Generated modules are written once into ``cache_dir()/ops/`` under a hash of
-the op list and of the generator itself, with their compiled code beside
-them, so later imports cost neither generation nor compilation.  Where the
-cache cannot be written they are generated and compiled in memory, each time.
+Generated modules are written once into ``bridge.cache.root()/ops/`` under
+a hash of the op list and of the generator itself, with their compiled code
+beside them, so later imports cost neither generation nor compilation.  Where
+the cache cannot be written they are generated and compiled in memory, each
+time.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import marshal
 import math
-import os
 import sys
 import textwrap
 import types
@@ -25,6 +24,7 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from . import cache
 from .opdef import ArgDef, AttrDef, OpDef
 
 LINE_WIDTH = 100
@@ -462,32 +462,16 @@ def generator_fingerprint() -> bytes:
     from ._paths import templates_dir
     here = Path(__file__).resolve().parent
     paths = [here / f for f in _GENERATOR_FILES] + [templates_dir() / t for t in _TEMPLATES]
-    h = hashlib.sha256(f"python{sys.version_info[:2]}".encode())
+    key = cache.Key(f"python{sys.version_info[:2]}")
     for p in paths:
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
-    return h.digest()
+        key.add_file(p)
+    return key.digest()
 
 
 def module_path(kind: str, op_list: bytes) -> Path:
     """Where the module generated for ``op_list`` is cached."""
-    from ._paths import cache_dir
-    key = hashlib.sha256(generator_fingerprint() + op_list).hexdigest()[:24]
-    return cache_dir() / "ops" / f"{kind}-{key}.py"
-
-
-def _write_atomic(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path``; False where the cache cannot be written
-    (``_paths.cache_dir``: the module then lives in memory only)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        os.replace(tmp, path)  # readers see the old file or the whole new one, never a part
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        return False
-    return True
+    key = cache.Key(generator_fingerprint(), op_list).hexdigest(24)
+    return cache.root() / "ops" / f"{kind}-{key}.py"
 
 
 def _code(path: Path, op_list: bytes, title: str, source: str) -> types.CodeType:
@@ -506,10 +490,10 @@ def _code(path: Path, op_list: bytes, title: str, source: str) -> types.CodeType
     else:
         from .opdef import decode_op_list
         text = render_module(decode_op_list(op_list), title, source).encode("utf-8")
-        if _write_atomic(path, text):
+        if cache.publish_file(path, text):  # else an unwritable cache: the module lives in memory only
             _prune(path)
     code = compile(text, str(path), "exec", dont_inherit=True)
-    _write_atomic(code_path, marshal.dumps(code))
+    cache.publish_file(code_path, marshal.dumps(code))
     return code
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence, Union
 
 from . import _proto as pb
+from . import buffers
 from ._lib import ffi, lib
 from .errors import check, status
 from .graph import Graph, Output
@@ -68,7 +69,7 @@ def load_saved_model(export_dir: Union[str, Path], tags: Sequence[str] = ("serve
     session = Session(graph, config, _ptr=ptr)
     for op in graph:
         graph._names_in_use.setdefault(op.name.lower(), 1)
-    meta_fields = pb.fields(bytes(ffi.buffer(meta.data, meta.length)))
+    meta_fields = pb.fields(buffers.read(meta))
     signatures = {}
     for entry in meta_fields.get(5, []):
         e = pb.fields(bytes(entry))

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
-
-import numpy as np
+from typing import Any, Callable, Optional, Union
 
 from . import _proto as pb
 from ._lib import CTypes as C
@@ -13,6 +11,20 @@ from ._lib import ffi, lib
 from .errors import CancelledError, Status, check, status
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor, to_numpy
+
+# How a ``julia_thread`` session runs: a function taking TF_SessionRun's
+# arguments that runs it on Julia's thread.  The Julia host provides it
+# (bridge.julia.session_runner); the package wires it in (bridge/__init__.py),
+# so this binding never imports the host and works without Julia.
+SessionRunner = Callable[..., None]
+_julia_thread_runner: Optional[Callable[[], SessionRunner]] = None
+
+
+def set_julia_thread_runner(factory: Optional[Callable[[], SessionRunner]]) -> None:
+    """Register how ``SessionConfig(julia_thread=True)`` sessions run:
+    ``factory()`` starts the host and returns the runner (None unregisters)."""
+    global _julia_thread_runner
+    _julia_thread_runner = factory
 
 
 @dataclass
@@ -145,6 +157,12 @@ class Session:
         self._julia_thread = isinstance(config, SessionConfig) and config.julia_thread
         self._inline_limit = config.inline_small_graphs if isinstance(config, SessionConfig) else \
             SessionConfig.inline_small_graphs
+        self._runner: Optional[SessionRunner] = None
+        if self._julia_thread:
+            if _julia_thread_runner is None:
+                raise RuntimeError("SessionConfig(julia_thread=True) needs a Julia host to run on, and none "
+                                   "is registered (bridge.session.set_julia_thread_runner)")
+            self._runner = _julia_thread_runner()
         self._scan_pos = 0    # TF_GraphNextOperation's cursor: how far the graph has been counted
         self._scan_count = 0  # operations counted so far
         if _ptr is None:
@@ -156,9 +174,6 @@ class Session:
         self._runs_lock = threading.Condition(threading.Lock())
         self._runs_in_flight = 0  # close() waits for these before freeing the session
         self._feed_targets: dict = {}  # (operation, index) -> (its name in errors, its static shape)
-        if self._julia_thread:
-            from . import julia
-            julia.init()
 
     def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None) -> Any:
         """Run the graph and return the fetched values in the shape of ``fetches``.
@@ -210,9 +225,8 @@ class Session:
             opts.data, opts.length = raw, len(run_options)
         s = status()
         args = (self._ptr, opts, c_in, c_in_vals, n_in, c_out, c_out_vals, n_out, c_tg, n_tg, ffi.NULL, s.ptr)
-        if self._julia_thread:
-            from . import julia
-            julia.session_run_on_julia_thread(*args)
+        if self._runner is not None:
+            self._runner(*args)
         else:
             lib.TF_SessionRun(*args)
         if self._closed and lib.TF_GetCode(s.ptr) == 1:  # TF_CANCELLED: close() cancelled this run

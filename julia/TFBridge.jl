@@ -15,17 +15,19 @@ using LinearAlgebra: Transpose
 # types) are pushed here so they stay rooted for the life of the process.
 const ROOTS = Any[]
 
+# The contract shared with the C++ runtime and the code generator: dtypes,
+# error kinds (INVALID_ARGUMENT, ...), the compiled entries' parameter types.
+# Generated from bridge/julia_contract.py; the copy of this module built
+# into libtfjl_julia.so has the file pasted in place of this line.
+include(joinpath(@__DIR__, "contract.jl"))
+
 # ---------------------------------------------------------------- errors
 
 """A call that threw: `text` is "<ExceptionType>: <message>\\n<backtrace>"."""
 struct Failure
     text::String
-    kind::Int   # 1 invalid argument, 2 not found, 3 internal (see CONTRACT.md)
+    kind::Int   # INVALID_ARGUMENT, NOT_FOUND or INTERNAL (contract.jl)
 end
-
-const INVALID_ARGUMENT = 1
-const NOT_FOUND = 2
-const INTERNAL = 3
 
 # MethodError counts as a bad argument only when it is about the function the
 # caller named (wrong arity or argument types); deeper MethodErrors are bugs
@@ -144,7 +146,7 @@ rank and TF shape are `ints[d]`, `ints[d+1:d+N]`: a zero-copy view in TF index
 order (rank 0: a 0-dimensional Array, 1: a Vector, 2: a `Transpose`, >= 3: a
 reversed `PermutedDimsArray`), the same values the runtime builds for jl_call.
 """
-@inline tensor(::Type{T}, v::Val{N}, data::Ptr{Ptr{Cvoid}}, k::Int, ints::Ptr{Int64}, d::Int) where {T,N} =
+@inline tensor(::Type{T}, v::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int) where {T,N} =
     tf_view(buffer_array(T, v, data, k, ints, d))
 
 """
@@ -153,12 +155,12 @@ reversed `PermutedDimsArray`), the same values the runtime builds for jl_call.
 `tensor`, read-only: the input `name` of the op, whose buffer belongs to
 TensorFlow (a fed numpy array, a Const, another op's output).
 """
-@inline input_tensor(::Type{T}, v::Val{N}, data::Ptr{Ptr{Cvoid}}, k::Int, ints::Ptr{Int64}, d::Int,
+@inline input_tensor(::Type{T}, v::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int,
                      name::Symbol) where {T,N} =
     tf_view(ReadOnlyArray(buffer_array(T, v, data, k, ints, d), name))
 
 # The column-major Array over TF's row-major buffer: TF's shape reversed.
-@inline function buffer_array(::Type{T}, ::Val{N}, data::Ptr{Ptr{Cvoid}}, k::Int, ints::Ptr{Int64},
+@inline function buffer_array(::Type{T}, ::Val{N}, data::EntryData, k::Int, ints::EntryInts,
                               d::Int) where {T,N}
     rank = unsafe_load(ints, d)
     rank == N || throw(ArgumentError("argument $k has rank $rank where the op's spec says $N"))
@@ -269,13 +271,13 @@ function read_only_cause(e, f)
 end
 
 """The string attribute whose bytes are at `data[k]` and whose length is `ints[d]`."""
-@inline string_attr(data::Ptr{Ptr{Cvoid}}, k::Int, ints::Ptr{Int64}, d::Int) =
+@inline string_attr(data::EntryData, k::Int, ints::EntryInts, d::Int) =
     unsafe_string(Ptr{UInt8}(unsafe_load(data, k)), unsafe_load(ints, d))
 
 """`Main.name`, or `nothing` if it is not defined."""
 main_function(name::Symbol) = isdefined(Main, name) ? getfield(Main, name) : nothing
 
-# The generic path says the same from C++ (not_found in kernels_cpp/src/invoke.cc).
+# The generic path says the same from C++ (not_found in kernels_cpp/src/tfjl_julia/invoke.cc).
 not_found_text(name::Symbol) = "UndefVarError: $name not defined: no such Julia function in Main " *
                                "(define it, e.g. with bridge.julia.include, before the call)"
 
@@ -367,7 +369,7 @@ dims_tuple_type(N::Int) = NTuple{N,Int}
 # ---------------------------------------------------------------- dynamic outputs
 #
 # A dynamic output's value goes straight into TF's output buffer, copied
-# once.  The runtime (collect_dynamic in kernels_cpp/src/invoke.cc) asks
+# once.  The runtime (collect_dynamic in kernels_cpp/src/tfjl_julia/invoke.cc) asks
 # `dynamic_result` for the value's shape, has the kernel allocate the TF
 # output of that shape, and then either copies `source` with one memcpy (the
 # value's memory already lists its elements in TF's row-major order: a

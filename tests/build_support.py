@@ -1,11 +1,17 @@
-"""Shared by the tests that build custom ops: what is missing to build one,
-and an op folder to load."""
+"""Shared by the tests (and benchmarks) that build custom ops: what is
+missing to build one, an op folder to load, a chain of ops, sample inputs,
+and the check of a spec error."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+import bridge
 
 from bridge.customop import toolchain
-from bridge.customop.spec import snake_case
+from bridge.customop.spec import SpecError, parse, snake_case
 
 
 def toolchain_missing() -> str:
@@ -20,10 +26,47 @@ def toolchain_missing() -> str:
 
 
 def op_folder(parent: Path, name: str, spec: str, julia_source: str) -> Path:
-    """``parent/name`` holding ``custom_op.txt`` and the op's Julia file
-    (``<op in snake_case>.jl``), ready for ``customop.load``."""
+    """``parent/name`` (made if missing) holding ``custom_op.txt`` and the op's
+    Julia file (``<op in snake_case>.jl``), ready for ``customop.load``."""
     folder = parent / name
-    folder.mkdir()
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "custom_op.txt").write_text(spec)
     (folder / f"{snake_case(name)}.jl").write_text(julia_source)
     return folder
+
+
+def op_chain(op: Callable, length: int, shape: Sequence = (None,)):
+    """A graph computing ``op(op(...op(x)))``, ``length`` deep, on a float64
+    placeholder ``x`` of ``shape``: (graph, x, the last output)."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, list(shape), name="x")
+        y = x
+        for _ in range(length):
+            y = op(y)
+    return g, x, y
+
+
+def mixed_inputs(seed: int) -> tuple:
+    """One input of each numeric dtype, ranks 0-3, for an op whose spec reads
+    ``double a()``, ``float b(?)``, ``int32 c(?,?)``, ``int64 d(?,?,?)``, ``bool e(?)``."""
+    rng = np.random.default_rng(seed)
+    return (np.float64(1.5),
+            rng.standard_normal(4).astype(np.float32),
+            rng.integers(-50, 50, (2, 3)).astype(np.int32),
+            rng.integers(-50, 50, (2, 3, 4)).astype(np.int64),
+            np.array([True, False, True]))
+
+
+def spec_error(text, line: int, fragment: str) -> str:
+    """The SpecError message of parsing ``text`` as ``dir/custom_op.txt``,
+    checked to name that file and ``line`` and to contain ``fragment``."""
+    try:
+        parse(text, "dir/custom_op.txt")
+    except SpecError as exc:
+        message = str(exc)
+        assert message.startswith(f"dir/custom_op.txt:{line}: "), message
+        assert fragment in message, message
+        assert exc.line == line, message
+        return message
+    raise AssertionError(f"no SpecError for {text!r}")

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.customop import build, init, toolchain
+from bridge import julia_runtime
+from bridge.customop import build, init
 from build_support import toolchain_missing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +120,7 @@ def twice(tmp_path_factory):
 def test_a_built_op_carries_the_runtime_it_links(twice):
     _, library = twice
     folder = library.parent
-    for name in toolchain.RUNTIME_FILES:
+    for name in julia_runtime.RUNTIME_FILES:
         assert (folder / name).is_file(), sorted(p.name for p in folder.iterdir())
     dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
     rpath = next(line for line in dynamic.splitlines() if "(RPATH)" in line)

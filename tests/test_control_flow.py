@@ -13,7 +13,8 @@ import pytest
 import bridge
 from bridge import ops
 from bridge.control_flow import cond, while_loop
-from bridge.backprop import gradients
+from bridge.grad import gradients
+from build_support import toolchain_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -198,21 +199,6 @@ def test_cond_and_function_inside_a_loop_body() -> None:
 
 # --- a Julia op in a loop body ------------------------------------------------------------
 
-def _julia_missing() -> str:
-    try:
-        import bridge.customop  # noqa: F401
-        from bridge.customop import toolchain
-    except ImportError as exc:
-        return f"bridge.customop is not importable yet: {exc}"
-    try:
-        toolchain.tensorflow()
-        toolchain.julia()
-        toolchain.cmake()
-    except Exception as exc:  # the toolchain reports what is missing
-        return f"cannot build Julia custom ops here: {exc}"
-    return ""
-
-
 JULIA_LOOP = textwrap.dedent("""
     import sys
     import numpy as np
@@ -236,7 +222,7 @@ JULIA_LOOP = textwrap.dedent("""
 
 
 def test_julia_op_inside_a_while_loop_body(tmp_path: Path) -> None:
-    missing = _julia_missing()
+    missing = toolchain_missing()
     if missing:
         pytest.skip(missing)
     # A child process, as the custom-op tests do: Julia never shares a process with stock TF.

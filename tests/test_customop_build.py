@@ -3,9 +3,7 @@ the CLI, and (in a child process) loading and running the op."""
 from __future__ import annotations
 
 import concurrent.futures
-import importlib
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge import cli
+from bridge import buildtools, cli
 from bridge.customop import BuildError, SpecError, build, cache_key, codegen, init, parse
 from bridge.customop import toolchain
 from build_support import toolchain_missing
-
-# The submodule, not the function bridge.customop.build that shadows it.
-build_module = importlib.import_module("bridge.customop.build")
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "customop"
@@ -90,7 +85,7 @@ def test_cached_build_is_fast_and_runs_no_cmake(twice, monkeypatch):
     def no_subprocess(*args, **kwargs):
         raise AssertionError("a cached build must not run cmake")
 
-    monkeypatch.setattr(build_module.subprocess, "run", no_subprocess)
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
     lines: list[str] = []
     start = time.perf_counter()
     again = build(directory, progress=lines.append)
@@ -130,7 +125,7 @@ def test_golden_kernels_compile(tmp_path):
     flags = ["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
              *(f"-D{d}" for d in tf.definitions), "-isystem", str(tf.include_dir),
              *(f"-I{p}" for p in toolchain.julia().include_dirs)]
-    compiler = shutil.which("c++") or shutil.which("g++")
+    compiler = buildtools.cxx_compiler()
 
     def compile_one(source: Path) -> tuple[str, subprocess.CompletedProcess]:
         return source.name, subprocess.run([compiler, *flags, str(source)], capture_output=True,
@@ -174,7 +169,7 @@ def test_error_excerpt_keeps_errors_and_their_context():
         /x/Op.cc:50:1: warning: unused variable 'z' [-Wunused-variable]
         make[2]: *** [CMakeFiles/Op.dir/build.make:76: CMakeFiles/Op.dir/Op.cc.o] Error 1
         """)
-    excerpt = build_module.error_excerpt(output)
+    excerpt = buildtools.error_excerpt(output)
     assert excerpt.splitlines() == [
         "  /x/Op.cc:42:7: error: 'foo' was not declared in this scope",
         "     42 |   foo();",
@@ -182,8 +177,8 @@ def test_error_excerpt_keeps_errors_and_their_context():
         "  /x/Op.cc:42:7: note: suggested alternative: 'for'",
     ]
     linker = "/usr/bin/ld: Op.cc.o: in function `f':\nOp.cc:(.text+0x1): undefined reference to `g'\n"
-    assert "undefined reference to `g'" in build_module.error_excerpt(linker)
-    assert build_module.error_excerpt("something odd\nhappened\n") == "  something odd\n  happened"
+    assert "undefined reference to `g'" in buildtools.error_excerpt(linker)
+    assert buildtools.error_excerpt("something odd\nhappened\n") == "  something odd\n  happened"
 
 
 # ------------------------------------------------------------------ CLI
@@ -339,7 +334,8 @@ def test_prune_keeps_the_newest_builds_and_drops_leftovers(tmp_path):
     import os
     import time as _time
 
-    from bridge.customop.build import STALE_SECONDS, prune
+    from bridge.cache import STALE_SECONDS
+    from bridge.customop.build import prune
 
     root = tmp_path / "build"
     root.mkdir()

@@ -13,13 +13,11 @@ import pytest
 
 import bridge
 from bridge import customop, errors, julia
+from build_support import mixed_inputs, op_chain, op_folder
 
 
 def _make(root: Path, name: str, spec: str, source: str):
-    folder = root / name
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text(spec)
-    (folder / f"{customop.spec.snake_case(name)}.jl").write_text(source)
+    folder = op_folder(root, name, spec, source)
     return customop.load(folder), folder
 
 
@@ -84,12 +82,7 @@ end
 
 def test_every_dtype_rank_and_attribute_type_through_the_entry_matches_the_generic_path(root):
     ops, _ = _make(root, "Mixed", MIXED_SPEC, MIXED_JL)
-    rng = np.random.default_rng(1)
-    a = np.float64(1.5)
-    b = rng.standard_normal(4).astype(np.float32)
-    c = rng.integers(-50, 50, (2, 3)).astype(np.int32)
-    d = rng.integers(-50, 50, (2, 3, 4)).astype(np.int64)
-    e = np.array([True, False, True])
+    a, b, c, d, e = mixed_inputs(1)
     g = bridge.Graph()
     with g.as_default():
         defaults = ops.mixed(a, b, c, d, e)
@@ -145,16 +138,6 @@ def tanh_op(root):
     return _make(root, "EntryTanh", TANH_SPEC, TANH_JL)
 
 
-def _chain(ops, length: int):
-    g = bridge.Graph()
-    with g.as_default():
-        x = bridge.placeholder(bridge.float64, [5], name="x")
-        y = x
-        for _ in range(length):
-            y = ops.entry_tanh(y)
-    return g, x, y
-
-
 @pytest.mark.parametrize("mode", ["julia_thread", "pool", "caller"])
 def test_entries_in_every_scheduling_mode(tanh_op, mode):
     """Direct on Julia's thread, posted from TF's pool threads, and a graph run in the caller's thread."""
@@ -162,7 +145,7 @@ def test_entries_in_every_scheduling_mode(tanh_op, mode):
     config = {"julia_thread": bridge.SessionConfig(julia_thread=True),
               "pool": bridge.SessionConfig(inline_small_graphs=0),
               "caller": bridge.SessionConfig(inline_small_graphs=100)}[mode]
-    g, x, y = _chain(ops, 20)
+    g, x, y = op_chain(ops.entry_tanh, 20, [5])
     value = np.linspace(-2, 2, 5)
     expected = value.copy()
     for _ in range(20):

@@ -3,7 +3,6 @@ every dtype and rank 0-3, several outputs, attributes, the ADCME examples,
 errors that keep the session usable, a multi-threaded stress test and a GC test."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -11,14 +10,12 @@ import pytest
 
 import bridge
 from bridge import customop, errors, julia
+from build_support import mixed_inputs, op_folder
+from thread_support import run_threads
 
 
 def _make(root: Path, name: str, spec: str, julia: str):
-    folder = root / name
-    folder.mkdir()
-    (folder / "custom_op.txt").write_text(spec)
-    (folder / f"{customop.spec.snake_case(name)}.jl").write_text(julia)
-    return customop.load(folder)
+    return customop.load(op_folder(root, name, spec, julia))
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +62,7 @@ end
 
 def test_every_dtype_and_rank_with_attributes(root):
     ops = _make(root, "AllTypes", ALL_TYPES_SPEC, ALL_TYPES_JL)
-    rng = np.random.default_rng(0)
-    a = np.float64(1.5)
-    b = rng.standard_normal(4).astype(np.float32)
-    c = rng.integers(-50, 50, (2, 3)).astype(np.int32)
-    d = rng.integers(-50, 50, (2, 3, 4)).astype(np.int64)
-    e = np.array([True, False, True])
+    a, b, c, d, e = mixed_inputs(0)
     g = bridge.Graph()
     with g.as_default():
         defaults = ops.all_types(a, b, c, d, e, b"julia")
@@ -93,13 +85,9 @@ def test_every_dtype_and_rank_with_attributes(root):
 
 # --- the ADCME examples -------------------------------------------------------
 
-SINKHORN_SPEC = """
-SinkhornKnopp
-double m(?,?)
-int64 iter()
-double p(?,?) -> output
-double l() -> output
-"""
+# The specs are the golden ones (tests/golden/customop/<Op>/custom_op.txt).
+GOLDEN = Path(__file__).resolve().parent / "golden" / "customop"
+SINKHORN_SPEC = (GOLDEN / "SinkhornKnopp" / "custom_op.txt").read_text()
 
 SINKHORN_JL = """
 function sinkhorn_knopp(p, l, m, iter)
@@ -146,14 +134,7 @@ def test_adcme_sinkhorn_knopp(root):
     np.testing.assert_allclose(p.sum(axis=1), np.full(5, 1 / 5), rtol=1e-6)
 
 
-ZERO_OUT_ROW_SPEC = """
-ZeroOutRow
-int64 indices(?,2)
-double vv(?)
-int64 bd(?)
-int64 oindices(?,2) -> output
-double ovv(?) -> output
-"""
+ZERO_OUT_ROW_SPEC = (GOLDEN / "ZeroOutRow" / "custom_op.txt").read_text()
 
 ZERO_OUT_ROW_JL = """
 function zero_out_row(oindices, ovv, indices, vv, bd)
@@ -269,31 +250,20 @@ def test_stress_eight_threads_two_hundred_sessions_each(root):
     with g.as_default():
         x = bridge.placeholder(bridge.float64, [None], name="x")
         ys = [ops.jl_affine(x, k=float(k)) for k in range(1, 5)]  # independent: TF runs them in parallel
-    failures: list = []
     # TF's multi-threaded executor, even for this small graph (which by default
     # would run in the caller's thread): every kernel runs on TF's pool threads.
     pool = bridge.SessionConfig(inline_small_graphs=0)
 
     def worker(t: int) -> None:
-        try:
-            for i in range(200):
-                xv = np.arange(64.0) + 1000 * t + i
-                with bridge.Session(g, config=pool) as sess:
-                    outs = sess.run(ys, {x: xv})
-                for k, out in enumerate(outs, start=1):
-                    if not np.array_equal(out, k * xv + 1):
-                        failures.append((t, i, k))
-        except BaseException as exc:  # reported below
-            failures.append(exc)
+        for i in range(200):
+            xv = np.arange(64.0) + 1000 * t + i
+            with bridge.Session(g, config=pool) as sess:
+                outs = sess.run(ys, {x: xv})
+            for k, out in enumerate(outs, start=1):
+                np.testing.assert_array_equal(out, k * xv + 1, err_msg=f"thread {t}, run {i}, op {k}")
 
     direct_before, handed_before = julia.call_counts()
-    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=900)
-    assert not any(th.is_alive() for th in threads), "deadlock: threads still running after 900 s"
-    assert not failures, failures[:5]
+    run_threads(worker, 8, timeout=900)
     direct_after, handed_after = julia.call_counts()
     # Every call came from a pool thread, none from Julia's own.
     assert (direct_after - direct_before, handed_after - handed_before) == (0, 8 * 200 * 4)

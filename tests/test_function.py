@@ -8,7 +8,7 @@ import pytest
 import bridge
 from bridge import ops
 from bridge.functions import FuncGraph, TensorSpec, function
-from bridge.backprop import gradients, hessian
+from bridge.grad import gradients, hessian
 from bridge.graph import graph_def_library
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from build_support import spec_error
+
 FUZZ_DIR = Path(__file__).resolve().parent / "fuzz"
 EXAMPLES = int(os.environ.get("TFBRIDGE_FUZZ_EXAMPLES", "2000"))
 SEED = os.environ.get("TFBRIDGE_FUZZ_SEED", "")
@@ -216,13 +218,7 @@ SPEC_REGRESSIONS = [
 @pytest.mark.parametrize("text, line, fragment", SPEC_REGRESSIONS,
                          ids=[f"case{i}" for i in range(len(SPEC_REGRESSIONS))])
 def test_spec_regressions(text, line, fragment):
-    from bridge.customop import SpecError, parse
-
-    with pytest.raises(SpecError) as info:
-        parse(text, "dir/custom_op.txt")
-    message = str(info.value)
-    assert message.startswith(f"dir/custom_op.txt:{line}: "), message
-    assert fragment in message, message
+    message = spec_error(text, line, fragment)
     assert len(message) < 600 and message.isprintable(), message
 
 

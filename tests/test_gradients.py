@@ -8,7 +8,7 @@ import pytest
 
 import bridge
 from bridge import ops
-from bridge.backprop import NotDifferentiable, RegisterGradient, gradients, hessian, jacobian
+from bridge.grad import NotDifferentiable, RegisterGradient, gradients, hessian, jacobian
 from oracle_client import run_oracle
 
 RNG = np.random.default_rng(20261122)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from bridge import julia, julia_runtime
+from thread_support import run_threads
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -227,27 +228,17 @@ def test_call_rejects_unsupported_arguments():
 
 def test_calls_from_8_python_threads():
     julia.eval("host_scale!(y, x, a) = (y .= a .* x; sum(y))")
-    errors: list[BaseException] = []
 
     def worker(k: int) -> None:
-        try:
-            x = np.arange(50.0) + k
-            y = np.zeros_like(x)
-            for i in range(150):
-                total = julia.call("host_scale!", y, x, float(i))
-                assert total == pytest.approx(i * x.sum(), rel=0, abs=0)
-                np.testing.assert_array_equal(y, i * x)
-                assert julia.eval(f"{k} * 1000 + {i}") == k * 1000 + i
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
+        x = np.arange(50.0) + k
+        y = np.zeros_like(x)
+        for i in range(150):
+            total = julia.call("host_scale!", y, x, float(i))
+            assert total == pytest.approx(i * x.sum(), rel=0, abs=0)
+            np.testing.assert_array_equal(y, i * x)
+            assert julia.eval(f"{k} * 1000 + {i}") == k * 1000 + i
 
-    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a Julia call did not return (deadlock?)"
-    assert not errors, errors[0]
+    run_threads(worker, 8)
 
 
 def test_a_caller_holding_the_gil_releases_it_while_julia_works():

@@ -24,6 +24,7 @@ import pytest
 
 import bridge
 from bridge import customop, julia
+from build_support import op_chain
 
 POOL = bridge.SessionConfig(inline_small_graphs=0)  # TF's multi-threaded executor, whatever the graph size
 
@@ -52,16 +53,6 @@ def step(step_dir):
     return customop.load(step_dir)
 
 
-def chain(op, length: int):
-    g = bridge.Graph()
-    with g.as_default():
-        x = bridge.placeholder(bridge.float64, [None], name="x")
-        y = x
-        for _ in range(length):
-            y = op(y)
-    return g, x, y
-
-
 def expected_chain(xv: np.ndarray, length: int) -> np.ndarray:
     for _ in range(length):
         xv = 2 * xv + 1
@@ -71,7 +62,7 @@ def expected_chain(xv: np.ndarray, length: int) -> np.ndarray:
 def test_a_chain_of_julia_ops_crosses_to_julias_thread_once_per_run(step):
     """Inline executor in the caller's thread: the first op is handed over, and
     Julia's thread runs the rest of the chain itself, calling Julia directly."""
-    g, x, y = chain(step.jl_step, 5)
+    g, x, y = op_chain(step.jl_step, 5)
     xv = np.arange(4.0)
     with bridge.Session(g) as sess:  # 6 operations: the caller's thread runs the graph
         sess.run(y, {x: xv})
@@ -84,7 +75,7 @@ def test_a_chain_of_julia_ops_crosses_to_julias_thread_once_per_run(step):
 
 
 def test_julia_thread_session_calls_every_op_directly(step):
-    g, x, y = chain(step.jl_step, 5)
+    g, x, y = op_chain(step.jl_step, 5)
     xv = np.arange(4.0)
     with bridge.Session(g, config=bridge.SessionConfig(julia_thread=True)) as sess:
         sess.run(y, {x: xv})
@@ -101,7 +92,7 @@ def test_python_threads_waiting_on_julias_thread_get_their_own_results(step):
     for its result before it sleeps.  Many short runs from several threads, some
     over while their caller polls and some after it sleeps, each get their own
     result, and each waiting task outlives Julia's thread's last touch of it."""
-    g, x, y = chain(step.jl_step, 1)
+    g, x, y = op_chain(step.jl_step, 1)
     with bridge.Session(g, config=bridge.SessionConfig(julia_thread=True)) as sess:
         def worker(k: int) -> None:
             for i in range(300):
@@ -172,7 +163,7 @@ def test_pool_threads_run_other_work_while_julia_is_busy(root, kernels):
 
 def test_julias_thread_sleeps_when_idle(step):
     """The polls after each call and each run are bounded: an idle process uses no CPU."""
-    g, x, y = chain(step.jl_step, 3)
+    g, x, y = op_chain(step.jl_step, 3)
     for config in (POOL, bridge.SessionConfig(julia_thread=True)):
         with bridge.Session(g, config=config) as sess:
             for _ in range(50):

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ import pytest
 
 import bridge
 from bridge import _lib, errors, julia, julia_runtime
+from thread_support import run_threads as _run_threads
 
 DATA = Path(__file__).resolve().parent / "data" / "runtime_kernel"
 REPO = Path(__file__).resolve().parents[1]
@@ -89,22 +89,7 @@ def ops(tmp_path_factory):
 
 def run_threads(target, n: int) -> None:
     """Run target(k) in n threads; fail on the first exception or on a timeout."""
-    failures: list[BaseException] = []
-
-    def body(k: int) -> None:
-        try:
-            target(k)
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=body, args=(k,), daemon=True) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=TIMEOUT)
-    assert not any(t.is_alive() for t in threads), f"runs did not finish within {TIMEOUT} s (deadlock?)"
-    if failures:
-        raise failures[0]
+    _run_threads(target, n, TIMEOUT)
 
 
 def affine_graph(ops, nops: int = 6):

@@ -9,14 +9,13 @@ both as written (decoded here) and as TensorFlow reads it back.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
 import bridge
 from bridge import opgen
 from bridge.graph import parse_graph_def
+from oracle._build_spec import SpecBuilder
 
 f32 = np.float32
 
@@ -124,37 +123,17 @@ SCENARIOS["name_scopes"].insert(1, _CONST)
 
 # --- building a spec with the bridge -------------------------------------------------
 
-class _BridgeBuilder:
+class _BridgeBuilder(SpecBuilder):
     def __init__(self) -> None:
         from bridge import ops
+        super().__init__(bridge.Graph())
         self.ops = ops
         self.fn = {v: k for k, v in ops.OP_TYPES.items()}
-        self.graph = bridge.Graph()
-        self.ids: dict = {}
 
     def ref(self, ref: str):
         name, _, index = ref.partition(":")
         op = self.ids[name]
         return op.output(int(index or 0))
-
-    def build(self, items: list) -> None:
-        with self.graph.as_default():
-            for item in items:
-                self.scope(item) if "body" in item else self.node(item)
-
-    def scope(self, item: dict) -> None:
-        g = self.graph
-        with contextlib.ExitStack() as stack:
-            if "name_scope" in item:
-                stack.enter_context(g.name_scope(item["name_scope"]))
-            if "device" in item:
-                stack.enter_context(g.device(item["device"]))
-            if "colocate_with" in item:
-                stack.enter_context(g.colocate_with(self.ids[item["colocate_with"]]))
-            if "control_dependencies" in item:
-                deps = item["control_dependencies"]
-                stack.enter_context(g.control_dependencies(None if deps is None else [self.ids[d] for d in deps]))
-            self.build(item["body"])
 
     def node(self, item: dict) -> None:
         op_type = item["op"]

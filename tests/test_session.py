@@ -1,5 +1,4 @@
 """Session behaviour: feeds, fetch structures, errors that keep the session usable."""
-import threading
 from collections import namedtuple
 
 import numpy as np
@@ -7,6 +6,7 @@ import pytest
 
 import bridge
 from bridge import dtypes, errors
+from thread_support import run_threads
 
 
 @pytest.fixture
@@ -96,20 +96,13 @@ def test_graph_runs_as_written_without_the_meta_optimizer(graph):
 def test_concurrent_runs_from_threads(graph):
     x = graph.get_tensor_by_name("x:0")
     s = bridge.Session(graph)
-    failures = []
 
     def work(k):
         for i in range(50):
             v = np.full((2, 3), float(k * 100 + i))
-            if not np.array_equal(s.run("sq:0", {x: v}), v ** 2):
-                failures.append((k, i))
+            np.testing.assert_array_equal(s.run("sq:0", {x: v}), v ** 2, err_msg=f"thread {k}, run {i}")
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not failures
+    run_threads(work, 8, timeout=60)
     s.close()
 
 
@@ -146,3 +139,37 @@ def test_small_graphs_run_in_the_caller_thread_large_ones_on_the_pool(graph):
     np.testing.assert_array_equal(s.run(y, {x: [[1.0, 2.0, 3.0]]}), [[1.0, 2.0, 3.0]])
     off = bridge.Session(graph, config=bridge.SessionConfig(inline_small_graphs=0))
     assert not off._graph_is_small()
+
+
+def test_the_tf_binding_never_imports_the_julia_host():
+    """Graphs, sessions, gradients and functions work without the Julia host
+    loaded: only a julia_thread session brings it in (through the runner the
+    package registers), so `bridge` without Julia stays a plain TF binding."""
+    import subprocess
+    import sys
+    code = """
+import sys
+import numpy as np
+import bridge
+g = bridge.Graph()
+with g.as_default():
+    x = bridge.placeholder(bridge.float64, [2], name="x")
+    y = bridge.ops.square(x)
+    dx, = bridge.gradients(y, [x])
+    f = bridge.function(lambda a: a * 2.0, input_signature=[bridge.TensorSpec([2], bridge.float64)])
+    z = f(x)
+with bridge.Session(g) as s:
+    print(s.run([y, dx, z], {x: np.array([1.0, 2.0])}))
+host = sorted(m for m in sys.modules if m in ("bridge.julia", "bridge.julia_runtime", "bridge.customop"))
+print("HOST", host)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "HOST []" in proc.stdout, proc.stdout
+
+
+def test_julia_thread_session_without_a_registered_host_says_so(monkeypatch):
+    from bridge import session as session_module
+    monkeypatch.setattr(session_module, "_julia_thread_runner", None)
+    with pytest.raises(RuntimeError, match="needs a Julia host"):
+        bridge.Session(bridge.Graph(), config=bridge.SessionConfig(julia_thread=True))

@@ -7,34 +7,29 @@ build is returned without running cmake.  A build runs in a temporary folder
 renamed into place only on success, so a folder named by a key is always
 complete; a failed build is kept in ``<dir>/build/<key>.failed/`` for
 inspection.  Builds of one key are serialised with a lock file, so two
-processes asking at once compile once.
+processes asking at once compile once (all of this is :mod:`bridge.cache`).
 
 A build folder also carries a copy of the tfjl runtime the library links
 (found first through its ``$ORIGIN`` RPATH), so a built op loads where the
-per-user cache is read-only or has lost its runtime (``bridge._paths.cache_dir``);
+per-user cache is read-only or has lost its runtime (``bridge.cache``);
 a cached build writes nothing, so the op folder may be read-only too.
 """
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+from .. import buildtools, cache, julia_runtime
 from . import codegen, toolchain
 from .model import OpSpec
 from .spec import parse_file
 
 SPEC_FILE = "custom_op.txt"
 _KEY_LENGTH = 16
-_MAX_ERROR_LINES = 40
 
 
 class BuildError(RuntimeError):
@@ -49,25 +44,18 @@ def _stderr_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _hash_file(h, path: Path, label: str) -> None:
-    h.update(f"\0{label}\0".encode())
-    h.update(path.read_bytes())
-
-
 def cache_key(spec: OpSpec) -> str:
     """Hash of what lib<Op>.so depends on: spec, templates, generator, runtime, TF, Julia."""
-    h = hashlib.sha256()
-    h.update(spec.source.encode())
+    key = cache.Key(spec.source)
     for path in codegen.template_files():
-        _hash_file(h, path, "template " + path.name)
+        key.add_file(path, "template " + path.name)
     here = Path(__file__).resolve().parent
     for name in ("codegen.py", "spec.py", "model.py"):
-        _hash_file(h, here / name, "generator " + name)
+        key.add_file(here / name, "generator " + name)
     tf = toolchain.tensorflow()
     julia = toolchain.julia()
-    h.update(f"\0{tf.fingerprint}\0{tf.definitions}".encode())
-    h.update(f"\0julia {julia.version}\0runtime {julia.runtime_hash}".encode())
-    return h.hexdigest()[:_KEY_LENGTH]
+    key.add(tf.fingerprint, *tf.definitions, f"julia {julia.version}", f"runtime {julia.runtime_hash}")
+    return key.hexdigest(_KEY_LENGTH)
 
 
 def library_name(spec: OpSpec) -> str:
@@ -92,7 +80,7 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
     final = root / key
     library = final / library_name(spec)
     if library.is_file():
-        toolchain.offer_runtime_copy(final)  # loads without the cache's runtime (cache_dir)
+        _offer_runtime_copy(final)
         return library
 
     try:
@@ -100,62 +88,37 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
         ignore = root / ".gitignore"
         if not ignore.exists():  # build output never belongs in the op's repository
             ignore.write_text("# Written by tf-julia-bridge: everything here is generated.\n*\n")
-        lock = open(root / f".{key}.lock", "w")
+        lock = cache.EntryLock(final)
     except OSError as exc:
         raise BuildError(f"cannot build {spec.name}: its build folder {root} cannot be written "
                          f"({exc.strerror or exc}): make {directory} writable, or copy the op "
                          "folder somewhere writable and load it from there") from exc
-    # One build per key at a time: a second process waits, then finds the library.
     with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         if not library.is_file():
-            _build_locked(spec, root, key, report)
-    toolchain.offer_runtime_copy(final)
+            started = time.monotonic()
+            with cache.staged_dir(final, failed=root / f"{key}.failed", failure=BuildError) as work:
+                _build_in(spec, work, report)
+            report(f"building {spec.name}: done in {time.monotonic() - started:.1f} s -> {library}")
+            prune(root, keep=key)
+    _offer_runtime_copy(final)
     return library
 
 
-def _build_locked(spec: OpSpec, root: Path, key: str, report: Progress) -> None:
-    """Build in a temporary folder and publish it as ``root/key`` by renaming."""
-    started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
-    work.chmod(0o755)  # mkdtemp's 0700 would stay on the published folder
-    failed = root / f"{key}.failed"
-    try:
-        _build_in(spec, work, report)
-    except BuildError as exc:
-        shutil.rmtree(failed, ignore_errors=True)
-        os.rename(work, failed)
-        raise BuildError(str(exc).replace(str(work), str(failed))) from None
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    os.rename(work, root / key)
-    shutil.rmtree(failed, ignore_errors=True)
-    library = root / key / library_name(spec)
-    report(f"building {spec.name}: done in {time.monotonic() - started:.1f} s -> {library}")
-    prune(root, keep=key)
+def _offer_runtime_copy(folder: Path) -> None:
+    """Let a process whose cache has no runtime load the copy the built op
+    folder carries (its key includes the runtime's hash)."""
+    julia_runtime.add_runtime_copy(folder, toolchain.julia().runtime_hash)
 
 
 KEEP_BUILDS = 3                  # complete builds kept per op folder, newest first
-STALE_SECONDS = 24 * 3600        # a temporary build folder this old was left by a killed build
 
 
 def prune(root: Path, keep: str) -> None:
     """Remove what earlier builds left in ``root``: complete builds beyond the
     newest KEEP_BUILDS (``keep`` always stays), other keys' failed builds, and
-    temporary folders of killed builds.  A process that loaded a library
-    removed here keeps its mapping (Linux unlinks, it does not unmap)."""
-    entries = [p for p in root.iterdir() if p.is_dir()]
-    complete = sorted((p for p in entries if len(p.name) == 16 and all(c in "0123456789abcdef" for c in p.name)),
-                      key=lambda p: p.stat().st_mtime, reverse=True)
-    superseded = [p for p in complete[KEEP_BUILDS:] if p.name != keep]
-    now = time.time()
-    leftovers = [p for p in entries if (p.name.endswith(".failed") and p.name != f"{keep}.failed")
-                 or (p.name.startswith(".") and now - p.stat().st_mtime > STALE_SECONDS)]
-    for path in superseded + leftovers:
-        shutil.rmtree(path, ignore_errors=True)
-    for path in superseded:
-        (root / f".{path.name}.lock").unlink(missing_ok=True)
+    temporary folders of killed builds (``bridge.cache.prune``)."""
+    cache.prune(root, keep, KEEP_BUILDS, is_entry=lambda p: len(p.name) == _KEY_LENGTH
+                and all(c in "0123456789abcdef" for c in p.name))
 
 
 def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
@@ -194,63 +157,12 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         f"-DTFJL_RUNTIME_LIBRARY={runtime}",
     ]
     report(f"building {op}: configuring...")
-    _run(configure, log, op, "configuring")
+    buildtools.run(configure, log, what=op, step="configuring", error=BuildError)
     report(f"building {op}: compiling...")
-    _run([cmake, "--build", str(objects), "--parallel", str(os.cpu_count() or 1)], log, op,
-         "compiling")
+    buildtools.run([cmake, "--build", str(objects), "--parallel", str(os.cpu_count() or 1)], log,
+                   what=op, step="compiling", error=BuildError)
     if not (work / library_name(spec)).is_file():
         raise BuildError(f"building {op}: cmake succeeded but made no {library_name(spec)}; "
                          f"see {log}")
-    toolchain.copy_runtime(runtime, work)  # the op's folder loads without the cache (cache_dir)
+    julia_runtime.copy_runtime(runtime, work)  # the op's folder loads without the cache's runtime
     shutil.rmtree(objects, ignore_errors=True)  # object files: the .so is all that is used
-
-
-def _run(command: list[str], log: Path, op: str, stage: str) -> None:
-    env = dict(os.environ, LC_ALL="C")  # English diagnostics, so errors can be picked out
-    with open(log, "a") as out:
-        out.write(f"$ {' '.join(command)}\n")
-        out.flush()
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, env=env)
-        out.write(proc.stdout)
-    if proc.returncode != 0:
-        raise BuildError(f"building {op} failed while {stage}:\n"
-                         f"{error_excerpt(proc.stdout)}\n"
-                         f"full log: {log}")
-
-
-_DIAGNOSTIC = re.compile(r"^\S[^:]*:\d+:(?:\d+:)? (?:fatal error|error|warning|note): ")
-_ERROR = re.compile(r"^\S[^:]*:\d+:(?:\d+:)? (?:fatal error|error): ")
-_LINKER = re.compile(r"undefined reference|^/usr/bin/ld|collect2|cannot find -l|^CMake Error")
-_NOISE = re.compile(r"^(?:make|gmake)\[\d+\]|^\[\s*\d+%\]|^ninja: |^In file included from|"
-                    r"^\s+from |^compilation terminated|^Call Stack|^-- ")
-
-
-def error_excerpt(output: str) -> str:
-    """The compiler's (or linker's, or cmake's) error lines with their source
-    context; the last lines of the output when none can be picked out."""
-    lines = output.splitlines()
-    picked: list[str] = []
-    i = 0
-    while i < len(lines) and len(picked) < _MAX_ERROR_LINES:
-        line = lines[i]
-        if _ERROR.match(line):
-            picked.append(line)
-            i += 1
-            # The quoted source line, the caret, and the notes that explain the error.
-            while i < len(lines) and not _ERROR.match(lines[i]) and not _NOISE.match(lines[i]):
-                if not _DIAGNOSTIC.match(lines[i]) or " note: " in lines[i]:
-                    picked.append(lines[i])
-                i += 1
-            continue
-        if _LINKER.search(line):
-            picked.append(line)
-            i += 1
-            while i < len(lines) and lines[i].startswith("  ") and not _NOISE.match(lines[i]):
-                picked.append(lines[i])
-                i += 1
-            continue
-        i += 1
-    if not picked:
-        picked = [l for l in lines if l.strip()][-_MAX_ERROR_LINES:]
-    return "\n".join("  " + l for l in picked[:_MAX_ERROR_LINES])

@@ -28,7 +28,7 @@ Dim = Union[int, str, Expr, None]
 class Arg:
     """One input or output of the op."""
     name: str            # lower-case identifier, as in the spec
-    dtype: str           # canonical: double, float, int32, int64, bool, string
+    dtype: str           # canonical spec type: double, float, int32, int64, bool, string (contract.DTYPES)
     shape: tuple[Dim, ...]  # () for a scalar
     line: int            # 1-based line in the spec file, for error messages
 
@@ -41,7 +41,7 @@ class Arg:
 class Attr:
     """An op attribute (extension: ``@attr TYPE NAME [= DEFAULT]``)."""
     name: str
-    dtype: str           # double, float, int64, bool, string
+    dtype: str           # double, float, int64, bool, string (contract.attr_types())
     default: Optional[object]
     line: int
 

@@ -15,7 +15,7 @@ The format is ADCME's, with a few extensions::
     @backward two_layer_grad      # extension: its gradient (default: forward + "_grad")
 
 Types: double, float, int32, int64, bool, string; aliases float64 -> double,
-float32 -> float, int -> int32.  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
+float32 -> float, int -> int32 (the table in bridge/julia_contract.py).  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
 fixed sizes ``(?,2)``, any rank; spaces inside are allowed.
 
 Extensions over ADCME:
@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
+from .. import julia_contract as contract
 from .model import Arg, Attr, Dim, Expr, OpSpec
 
 __all__ = [
@@ -64,10 +65,14 @@ __all__ = [
     "DimBinding", "grad_inputs", "grad_outputs", "has_gradient", "TYPES", "ATTR_TYPES",
 ]
 
-TYPES = ("double", "float", "int32", "int64", "bool", "string")
-ATTR_TYPES = ("double", "float", "int64", "bool", "string")
-_TYPE_ALIASES = {"float64": "double", "float32": "float", "int": "int32"}
-_ATTR_ALIASES = {"float64": "double", "float32": "float", "int": "int64", "int32": "int64"}
+# The type names come from the contract table (bridge/julia_contract.py).
+TYPES = contract.spec_types()             # double, float, int32, int64, bool, string
+ATTR_TYPES = contract.attr_types()        # double, float, int64, bool, string
+_TYPE_ALIASES = contract.spec_aliases()   # float64 -> double, float32 -> float, int -> int32
+_ATTR_ALIASES = contract.attr_aliases()   # float64 -> double, float32 -> float, int and int32 -> int64
+# What a declaration line declares -> how errors call its type, its types, their aliases.
+_DECLARED_TYPES = {"argument": ("type", TYPES, _TYPE_ALIASES),
+                   "attribute": ("attribute type", ATTR_TYPES, _ATTR_ALIASES)}
 
 _OP_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 MAX_OP_NAME = 128  # lib<Op>Grad.so, <Op>_entries.jl and <op_snake>.jl must stay under 255 bytes
@@ -377,6 +382,7 @@ def _suggest(word: str, choices: tuple[str, ...]) -> str:
 
 
 _ARG_HEAD = re.compile(r"(?P<type>\S+)\s+(?P<name>[^\s(]+)\s*(?P<rest>.*)")
+_ATTR_LINE = re.compile(r"(?P<type>\S+)\s+(?P<name>[^\s=]+)\s*(?:=\s*(?P<default>.*))?")
 _OUTPUT_MARK = re.compile(r"->\s*(?P<word>\S*)\s*")
 
 
@@ -463,18 +469,28 @@ class _Parser:
                                      f"{self.names[name]})")
         self.names[name] = number
 
-    def argument(self, number: int, line: str) -> None:
-        m = _ARG_HEAD.fullmatch(line)
+    def declaration(self, number: int, pattern: re.Pattern, text: str, what: str, expected: str,
+                    shown: str) -> tuple[re.Match, str]:
+        """A declaration line (``TYPE NAME ...``) of an argument or attribute
+        (``what``), matched against ``pattern``: the match and the declared
+        type, an alias resolved; its name is claimed.  SpecErrors say what
+        was ``expected`` (quoting the line as ``shown``) or list the types."""
+        m = pattern.fullmatch(text)
         if not m:
-            raise self.error(number, f"expected 'TYPE NAME(SHAPE)' or 'TYPE NAME(SHAPE) -> output' "
-                                     f"(e.g. 'double x(?,?)'), got '{_show(line)}'")
+            raise self.error(number, f"expected {expected}, got '{_show(shown)}'")
+        word, (type_kind, names, aliases) = m["type"], _DECLARED_TYPES[what]
+        dtype = aliases.get(word, word)
+        if dtype not in names:
+            raise self.error(number, f"unknown {type_kind} '{_show(word)}'{_suggest(word, names)}: "
+                                     f"expected one of {', '.join(names)} (aliases {', '.join(aliases)})")
+        self.claim(number, m["name"], what)
+        return m, dtype
+
+    def argument(self, number: int, line: str) -> None:
+        m, dtype = self.declaration(number, _ARG_HEAD, line, "argument",
+                                    "'TYPE NAME(SHAPE)' or 'TYPE NAME(SHAPE) -> output' (e.g. 'double x(?,?)')",
+                                    line)
         type_word, name, rest = m["type"], m["name"], m["rest"]
-        dtype = _TYPE_ALIASES.get(type_word, type_word)
-        if dtype not in TYPES:
-            raise self.error(number, f"unknown type '{_show(type_word)}'{_suggest(type_word, TYPES)}: "
-                                     f"expected one of {', '.join(TYPES)} "
-                                     "(aliases float64, float32, int)")
-        self.claim(number, name, "argument")
         if not rest.startswith("("):
             raise self.error(number, f"argument '{name}' has no shape: expected "
                                      f"'{type_word} {_show(name)}(SHAPE)', e.g. '()' for a scalar or "
@@ -547,17 +563,10 @@ class _Parser:
         self.directives[key] = (rest, number)
 
     def attr(self, number: int, text: str) -> None:
-        m = re.fullmatch(r"(?P<type>\S+)\s+(?P<name>[^\s=]+)\s*(?:=\s*(?P<default>.*))?", text)
-        if not m:
-            raise self.error(number, f"expected '@attr TYPE NAME' or '@attr TYPE NAME = DEFAULT' "
-                                     f"(e.g. '@attr double alpha = 0.5'), got '@attr {_show(text)}'")
-        type_word, name, default_text = m["type"], m["name"], m["default"]
-        dtype = _ATTR_ALIASES.get(type_word, type_word)
-        if dtype not in ATTR_TYPES:
-            raise self.error(number, f"unknown attribute type '{_show(type_word)}'"
-                                     f"{_suggest(type_word, ATTR_TYPES)}: expected one of "
-                                     f"{', '.join(ATTR_TYPES)}")
-        self.claim(number, name, "attribute")
+        m, dtype = self.declaration(
+            number, _ATTR_LINE, text, "attribute",
+            "'@attr TYPE NAME' or '@attr TYPE NAME = DEFAULT' (e.g. '@attr double alpha = 0.5')", f"@attr {text}")
+        name, default_text = m["name"], m["default"]
         default = None
         if default_text is not None:
             default = self.attr_default(number, name, dtype, default_text.strip())
@@ -567,7 +576,8 @@ class _Parser:
         def bad(expected: str) -> SpecError:
             return self.error(number, f"default of {dtype} attribute '{name}' is '{_show(text)}': "
                                       f"expected {expected}")
-        if dtype in ("double", "float"):
+        kind = contract.by_spec(dtype).kind
+        if kind == "float":
             if not re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
                 raise bad("a number such as 0.5 or 1e-3")
             value = float(text)
@@ -577,15 +587,16 @@ class _Parser:
                 raise bad(f"a number TensorFlow's 32-bit float attributes can hold (0, or a "
                           f"magnitude between {_FLOAT32_MIN_NORMAL:.8g} and {_FLOAT32_MAX:.8g})")
             return value
-        if dtype == "int64":
+        if kind == "int":
+            bits = 8 * contract.by_spec(dtype).size
             if not re.fullmatch(r"[-+]?[0-9]+", text):
                 raise bad("an integer")
             digits = text.lstrip("+-").lstrip("0") or "0"
             value = int(text[0] + digits if text[0] in "+-" else digits) if len(digits) <= 19 else 2**63
-            if not -2**63 <= value < 2**63:
-                raise bad("an integer that fits in 64 bits")
+            if not -2**(bits - 1) <= value < 2**(bits - 1):
+                raise bad(f"an integer that fits in {bits} bits")
             return value
-        if dtype == "bool":
+        if kind == "bool":
             if text not in ("true", "false"):
                 raise bad("true or false")
             return text == "true"
@@ -790,7 +801,8 @@ def is_dynamic(spec: OpSpec, arg: Arg) -> bool:
 
 
 def is_float(arg: Arg) -> bool:
-    return arg.dtype in ("double", "float")
+    """A float (differentiable) dtype: double or float (contract.DTYPES, kind "float")."""
+    return contract.by_spec(arg.dtype).kind == "float"
 
 
 def grad_inputs(spec: OpSpec) -> tuple[Arg, ...]:

@@ -1,9 +1,10 @@
-// The boundary between the two libraries of the runtime.
+// The boundary between the two libraries of the runtime, whose sources are
+// the folders of their names: the one header both include.
 //
-// libtfjl_runtime.so (what kernels and Python link) owns Julia's thread and
-// the hand-over, and never touches Julia.  libtfjl_julia.so holds everything
-// that calls jl_*; it links libjulia and the runtime dlopens it, on its own,
-// when Julia starts.  The split is about symbol scopes, not tidiness: a
+// libtfjl_runtime.so (src/tfjl_runtime/: what kernels and Python link) owns
+// Julia's thread and the hand-over, and never touches Julia.
+// libtfjl_julia.so (src/tfjl_julia/) holds everything that calls jl_*; it
+// links libjulia and the runtime dlopens it, on its own, when Julia starts.  The split is about symbol scopes, not tidiness: a
 // kernel library that TF_LoadLibrary loads has libtensorflow_framework in
 // its dependency scope, and if libjulia (and its libLLVM) arrived in that
 // same scope, LLVM's static initialisers would bind to the LLVM inside TF

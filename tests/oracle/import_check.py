@@ -39,13 +39,13 @@ as numpy arrays, lists of those, function names as str).
 """
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
 import _common
+from _build_spec import SpecBuilder
 
 
 def _attr_value(v) -> Any:
@@ -100,39 +100,15 @@ def import_graph_def(data: bytes, name: str) -> list[dict] | str:
         return _common.error_string(exc)
 
 
-class _Builder:
-    """Builds a nested item list into one graph, tracking ids."""
+class _Builder(SpecBuilder):
+    """Builds a nested item list into one TF graph."""
 
     def __init__(self) -> None:
-        self.graph = tf.Graph()
-        self.ids: dict[str, tf.Operation] = {}
+        super().__init__(tf.Graph())
 
     def tensor(self, ref: str) -> tf.Tensor:
         name, _, index = ref.partition(":")
         return self.ids[name].outputs[int(index or 0)]
-
-    def build(self, items: list) -> None:
-        with self.graph.as_default():
-            for item in items:
-                if "body" in item:
-                    self.scope(item)
-                else:
-                    self.node(item)
-
-    def scope(self, item: dict) -> None:
-        g = self.graph
-        with contextlib.ExitStack() as stack:
-            if "name_scope" in item:
-                stack.enter_context(g.name_scope(item["name_scope"]))
-            if "device" in item:
-                stack.enter_context(g.device(item["device"]))
-            if "colocate_with" in item:
-                stack.enter_context(g.colocate_with(self.ids[item["colocate_with"]]))
-            if "control_dependencies" in item:
-                deps = item["control_dependencies"]
-                stack.enter_context(g.control_dependencies(
-                    None if deps is None else [self.ids[d] for d in deps]))
-            self.build(item["body"])
 
     def node(self, item: dict) -> None:
         op_type = item["op"]

@@ -5,8 +5,8 @@
  * work on Julia's own thread and blocks the caller until it is done.  Strings
  * and buffers handed out are malloc'ed and released with tfjl_free /
  * tfjl_value_free.  Functions returning int return 0 on success, otherwise an
- * error kind (1 invalid argument, 2 not found, 3 internal) with *err set to
- * the message.
+ * error kind (tfjl::ErrorKind in tfjl/contract.h: 1 invalid argument, 2 not
+ * found, 3 internal) with *err set to the message.
  *
  * bridge/julia.py feeds the text between the cffi markers to FFI.cdef, so
  * that region holds plain declarations only.
@@ -33,7 +33,7 @@ typedef enum tfjl_arg_kind {
 
 typedef struct tfjl_arg {
   int kind;              /* tfjl_arg_kind */
-  int dtype;             /* tfjl::DType code: 0 Float64, 1 Float32, 2 Int32, 3 Int64, 4 Bool, 5 String */
+  int dtype;             /* tfjl::DType code (tfjl/contract.h) */
   void* data;            /* ARRAY: the buffer, must stay valid for the call */
   int ndims;
   const int64_t* dims;
@@ -96,9 +96,16 @@ void tfjl_register_entry(const char* op_type, void* entry);
 /* Calls made through compiled entries (included in tfjl_call_counts). */
 uint64_t tfjl_entry_calls(void);
 
-/* Runs TF_SessionRun (passed as a pointer: the runtime does not link the C API
- * library) on Julia's thread, so kernels that TF executes inline (a session
- * with inter_op_parallelism_threads = -1) call Julia directly. */
+/* TF_SessionRun's signature with TensorFlow's types erased (pointers and ints);
+ * the runtime does not link TensorFlow's C API library. */
+typedef void (*tfjl_session_run_fn)(void* session, const void* run_options, const void* inputs,
+        void* const* input_values, int ninputs, const void* outputs, void** output_values, int noutputs,
+        const void* const* targets, int ntargets, void* run_metadata, void* status);
+
+/* Runs TF_SessionRun (tf_session_run: its address, a tfjl_session_run_fn) on
+ * Julia's thread with the arguments that follow, so kernels that TF executes
+ * inline (a session with inter_op_parallelism_threads = -1) call Julia
+ * directly. */
 void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
         const void* run_options, const void* inputs, void* const* input_values, int ninputs,
         const void* outputs, void** output_values, int noutputs,

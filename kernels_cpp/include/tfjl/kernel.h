@@ -47,27 +47,29 @@
 
 namespace tfjl {
 
+// The table of tfjl/contract.h agrees with TensorFlow's headers.
+#define TFJL_CHECK_TF_DTYPE(name, code, tf_name, tf_enum, size, jl_type)                  \
+  static_assert(static_cast<int>(tensorflow::tf_name) == tf_enum,                             \
+                "tfjl/contract.h: tfjl::DType::" #name " is " #tf_name " = " #tf_enum);
+TFJL_DTYPES(TFJL_CHECK_TF_DTYPE)
+#undef TFJL_CHECK_TF_DTYPE
+#define TFJL_CHECK_TF_CODE(name, value, tf_code, from_julia)                                \
+  static_assert(static_cast<int>(absl::StatusCode::k##name) == tf_code,                       \
+                "tfjl/contract.h: TF_Code " #name " is " #tf_code);
+TFJL_ERROR_KINDS(TFJL_CHECK_TF_CODE)
+#undef TFJL_CHECK_TF_CODE
+
 // The tfjl dtype of a TF dtype; false for types Julia ops do not support.
 inline bool DTypeFromTF(tensorflow::DataType dt, DType* out) {
   switch (dt) {
-    case tensorflow::DT_DOUBLE: *out = DType::Float64; return true;
-    case tensorflow::DT_FLOAT: *out = DType::Float32; return true;
-    case tensorflow::DT_INT32: *out = DType::Int32; return true;
-    case tensorflow::DT_INT64: *out = DType::Int64; return true;
-    case tensorflow::DT_BOOL: *out = DType::Bool; return true;
-    case tensorflow::DT_STRING: *out = DType::String; return true;
+#define TFJL_FROM_TF(name, code, tf_name, tf_enum, size, jl_type) \
+  case tensorflow::tf_name:                                        \
+    *out = DType::name;                                            \
+    return true;
+    TFJL_DTYPES(TFJL_FROM_TF)
+#undef TFJL_FROM_TF
     default: return false;
   }
-}
-
-inline size_t DTypeSize(DType d) {
-  switch (d) {
-    case DType::Float64: case DType::Int64: return 8;
-    case DType::Float32: case DType::Int32: return 4;
-    case DType::Bool: return 1;
-    case DType::String: return 0;
-  }
-  return 0;
 }
 
 namespace kernel_detail {
@@ -111,13 +113,7 @@ inline Arg OutputArg(tensorflow::Tensor* t) { return kernel_detail::tensor_arg(A
 
 namespace kernel_detail {
 
-inline int ErrorKindOf(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: return kInvalidArgument;
-    case absl::StatusCode::kResourceExhausted: return kResourceExhausted;
-    default: return kInternal;
-  }
-}
+inline int ErrorKindOf(const absl::Status& s) { return ErrorKindOfTfCode(static_cast<int>(s.code())); }
 
 // Arg::allocate of a dynamic output: allocates TF output `a.output_index`
 // with the shape of Julia's value and returns its buffer, which the runtime
@@ -166,10 +162,16 @@ inline Arg DynamicOutputArg(DType dtype, std::vector<int64_t> expected = {}) {
 
 // Attribute values.  TF stores a spec's `double` attr as a float attr: pass
 // DType::Float64 to hand it to Julia as Float64.
-inline Arg AttrArg(double v, DType dtype = DType::Float64) {
+// An attribute Arg of `dtype`, its value still to be set.
+inline Arg AttrOfType(DType dtype) {
   Arg a{};
   a.kind = Arg::AttrValue;
   a.dtype = dtype;
+  return a;
+}
+
+inline Arg AttrArg(double v, DType dtype = DType::Float64) {
+  Arg a = AttrOfType(dtype);
   a.f = v;
   return a;
 }
@@ -177,9 +179,7 @@ inline Arg AttrArg(double v, DType dtype = DType::Float64) {
 inline Arg AttrArg(float v, DType dtype = DType::Float32) { return AttrArg(static_cast<double>(v), dtype); }
 
 inline Arg AttrArg(int64_t v) {
-  Arg a{};
-  a.kind = Arg::AttrValue;
-  a.dtype = DType::Int64;
+  Arg a = AttrOfType(DType::Int64);
   a.i = v;
   return a;
 }
@@ -187,33 +187,26 @@ inline Arg AttrArg(int64_t v) {
 inline Arg AttrArg(int v) { return AttrArg(static_cast<int64_t>(v)); }
 
 inline Arg AttrArg(bool v) {
-  Arg a{};
-  a.kind = Arg::AttrValue;
-  a.dtype = DType::Bool;
+  Arg a = AttrOfType(DType::Bool);
   a.b = v;
   return a;
 }
 
 inline Arg AttrArg(std::string v) {
-  Arg a{};
-  a.kind = Arg::AttrValue;
-  a.dtype = DType::String;
+  Arg a = AttrOfType(DType::String);
   a.s = std::move(v);
   return a;
 }
 
 inline Arg AttrArg(const char* v) { return AttrArg(std::string(v)); }  // not the bool overload
 
-// call_julia's error -> a TF status "<op>: Julia function <fn> failed: <text>"
-// (InvalidArgument, NotFound or Internal by the error kind).
+// call_julia's error -> a TF status "<op>: Julia function <fn> failed: <text>",
+// its code the error kind's (contract.h: InvalidArgument, NotFound, Internal,
+// ResourceExhausted; Internal for kOk or an unknown kind).
 inline absl::Status ErrorStatus(const std::string& op, const char* function, int kind, const std::string& text) {
   std::string message = (op.empty() ? std::string() : op + ": ") + "Julia function " + function + " failed: " + text;
-  switch (kind) {
-    case kInvalidArgument: return absl::InvalidArgumentError(message);
-    case kNotFound: return absl::NotFoundError(message);
-    case kResourceExhausted: return absl::ResourceExhaustedError(message);
-    default: return absl::InternalError(message);
-  }
+  const int code = kind != kOk ? ErrorKindTfCode(kind) : ErrorKindTfCode(kInternal);
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
 }
 
 // Calls the Julia function; the error status names the kernel's op type.
@@ -281,7 +274,7 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
 
 // What a kernel passes to Julia, in the calling convention's order
 // (CONTRACT.md): filled by Prepare without allocating, then handed over either
-// as a compiled entry's three flat arrays (runtime.h) or as the Args of
+// as a compiled entry's three flat arrays (contract.h) or as the Args of
 // call_julia.  It refers to the tensors and to string attributes, which must
 // outlive the call (the kernel's inputs, outputs and members do).
 class CallFrame {
@@ -330,23 +323,24 @@ class CallFrame {
     return true;
   }
 
-  // The entry's arrays: per tensor, its buffer in `data` and its rank and TF
-  // shape in `ints`; per attribute, Float64/Float32 in `floats`, Int64 and
-  // Bool in `ints`, String as bytes in `data` and length in `ints`.  The
-  // generated entries read them in the same order (CONTRACT.md).
+  // The entry's arrays (contract.h, EntryArgs): per tensor, its buffer in
+  // `data` and its rank and TF shape in `ints`; per attribute what
+  // EntryAttrOf(dtype) says (Float64/Float32 in `floats`, Int64 and Bool in
+  // `ints`, String as bytes in `data` and length in `ints`).  The generated
+  // entries read them in the same order (CONTRACT.md).
   EntryArgs ToEntryArgs() {
     data_.clear();
     ints_.clear();
     floats_.clear();
     for (const Slot& s : slots_) {
       if (s.kind == Arg::AttrValue) {
-        switch (s.dtype) {
-          case DType::Float64: case DType::Float32: floats_.push_back(s.f); break;
-          case DType::String:
+        switch (EntryAttrOf(s.dtype)) {
+          case EntryAttr::kFloat: floats_.push_back(s.f); break;
+          case EntryAttr::kInt: ints_.push_back(s.i); break;
+          case EntryAttr::kBytes:
             data_.push_back(const_cast<char*>(s.text->data()));
             ints_.push_back(static_cast<int64_t>(s.text->size()));
             break;
-          default: ints_.push_back(s.i); break;
         }
         continue;
       }
@@ -377,14 +371,18 @@ class CallFrame {
           ++output;
           break;
         case Arg::DynamicOutput: args.push_back(DynamicOutputArg(ctx, output++, s.dtype, s.expected)); break;
-        case Arg::AttrValue:
-          switch (s.dtype) {
-            case DType::Float64: case DType::Float32: args.push_back(AttrArg(s.f, s.dtype)); break;
-            case DType::Bool: args.push_back(AttrArg(s.i != 0)); break;
-            case DType::String: args.push_back(AttrArg(*s.text)); break;
-            default: args.push_back(AttrArg(s.i)); break;
-          }
+        case Arg::AttrValue: {
+          // The runtime reads the field of the dtype (contract.h, TFJL_NUMERIC_DTYPES).
+          Arg a{};
+          a.kind = Arg::AttrValue;
+          a.dtype = s.dtype;
+          a.f = s.f;
+          a.i = s.i;
+          a.b = s.i != 0;
+          if (s.text != nullptr) a.s = *s.text;
+          args.push_back(std::move(a));
           break;
+        }
       }
     }
     return args;

@@ -3,7 +3,8 @@
 // No TensorFlow and no Julia header is needed to use it: kernels include this
 // file (usually through tfjl/kernel.h) and link the runtime library, which
 // owns Julia.  See CONTRACT.md for the calling convention and README.md for
-// the thread design.
+// the thread design.  The dtypes, error kinds and compiled-entry types come
+// from tfjl/contract.h, generated from bridge/julia_contract.py.
 #ifndef TFJL_RUNTIME_H_
 #define TFJL_RUNTIME_H_
 
@@ -16,12 +17,11 @@
 #include <vector>
 
 #include "tfjl/capi.h"
+#include "tfjl/contract.h"
 
 #pragma GCC visibility push(default)
 
 namespace tfjl {
-
-enum class DType : int { Float64 = 0, Float32 = 1, Int32 = 2, Int64 = 3, Bool = 4, String = 5 };
 
 struct Arg;
 
@@ -52,17 +52,15 @@ struct Arg {
   double f = 0; int64_t i = 0; bool b = false; std::string s;  // AttrValue (by dtype)
 };
 
-// Error kinds returned through call_julia's kind_out.  kResourceExhausted:
-// an output's allocator (AllocateFn) ran out of memory.
-enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3, kResourceExhausted = 4 };
-
 // Calls Main.<function>(args...) on Julia's thread; returns an empty string on
 // success, else "<ExceptionType>: <message>\n<backtrace>". kind_out (optional)
-// receives an ErrorKind: 1 invalid argument (ArgumentError, DimensionMismatch,
-// DomainError, BoundsError, MethodError on the named function, or arguments
-// the runtime cannot pass), 2 not found (function undefined), 3 internal
-// (anything else, or Julia could not be initialised).  Initialises Julia on
-// first use if nobody called tfjl_init (see README.md, "Lazy start").
+// receives an ErrorKind (contract.h): kInvalidArgument (ArgumentError,
+// DimensionMismatch, DomainError, BoundsError, MethodError on the named
+// function, or arguments the runtime cannot pass), kNotFound (function
+// undefined), kInternal (anything else, or Julia could not be initialised),
+// kResourceExhausted (a DynamicOutput's allocator ran out of memory).
+// Initialises Julia on first use if nobody called tfjl_init (see README.md,
+// "Lazy start").
 std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out);
 
 // The same without blocking the caller: the call is queued for Julia's
@@ -78,18 +76,11 @@ void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone do
 // A compiled entry is Julia code generated for one op type from its spec
 // (templates/entries.jl.j2), made C-callable with @cfunction: it wraps the
 // buffers and calls the user's function with argument types fixed at
-// generation time, so a call needs neither jl_call nor dispatch.  Arguments
-// come as three flat arrays filled in calling-convention order (CONTRACT.md,
-// "Compiled entries"); it returns 0, or an ErrorKind with the failure recorded
-// in TFBridge.LAST_FAILURE, which call_entry reads back.
-using EntryFn = int (*)(void* const* data, const int64_t* ints, const double* floats);
-
-// The three arrays of one entry call; they must outlive the call.
-struct EntryArgs {
-  void* const* data;
-  const int64_t* ints;
-  const double* floats;
-};
+// generation time, so a call needs neither jl_call nor dispatch.  Its type
+// (EntryFn) and its three flat arrays (EntryArgs), filled in
+// calling-convention order, are in contract.h (CONTRACT.md, "Compiled
+// entries"); it returns 0, or an ErrorKind with the failure recorded in
+// TFBridge.LAST_FAILURE, which call_entry reads back.
 
 // The registry slot of an op type: created on first request, never freed, so
 // a kernel can keep the pointer and load the entry on every call (null until

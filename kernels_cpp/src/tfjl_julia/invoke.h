@@ -1,8 +1,8 @@
 // One call into Julia, on Julia's thread: wrap the arguments (zero-copy for
 // numeric buffers), call `entry(f, wrapped...)` through jl_call, turn a
 // TFBridge.Failure into error text, and copy string / dynamic outputs back.
-#ifndef TFJL_SRC_INVOKE_H_
-#define TFJL_SRC_INVOKE_H_
+#ifndef TFJL_SRC_TFJL_JULIA_INVOKE_H_
+#define TFJL_SRC_TFJL_JULIA_INVOKE_H_
 
 #include <julia.h>
 
@@ -77,4 +77,4 @@ Outcome Invocation::call(jl_function_t* entry, jl_value_t* function, OnValue&& o
 }  // namespace detail
 }  // namespace tfjl
 
-#endif  // TFJL_SRC_INVOKE_H_
+#endif  // TFJL_SRC_TFJL_JULIA_INVOKE_H_

@@ -11,18 +11,6 @@ namespace {
 // A valid, aligned address for empty tensors whose buffer pointer is null.
 alignas(64) char g_empty_buffer[64];
 
-size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::Float64: return 8;
-    case DType::Float32: return 4;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-    case DType::String: return 0;
-  }
-  return 0;
-}
-
 bool valid_dtype(DType d) {
   const int v = static_cast<int>(d);
   return v >= 0 && v < kNumDTypes;
@@ -135,7 +123,7 @@ Outcome outcome_of(jl_value_t* result) {
                                                            jl_field_offset(h.failure, 1));
     Outcome out;
     assign(&out.error, text);
-    out.kind = (kind >= kInvalidArgument && kind <= kInternal) ? static_cast<int>(kind) : kInternal;
+    out.kind = IsJuliaErrorKind(kind) ? static_cast<int>(kind) : kInternal;
     return out;
   }
   return {};
@@ -153,13 +141,22 @@ std::string Invocation::wrap(size_t i, jl_value_t** value, jl_value_t** keep) {
       *value = jl_new_struct_uninit(handles().ref_any);  // a Ref{Any} with its field unassigned
       return "";
     case Arg::AttrValue:
+      if (a.dtype == DType::String) {
+        *value = jl_pchar_to_string(a.s.data(), a.s.size());
+        return "";
+      }
       switch (a.dtype) {
-        case DType::Float64: *value = jl_box_float64(a.f); break;
-        case DType::Float32: *value = jl_box_float32(static_cast<float>(a.f)); break;
-        case DType::Int32: *value = jl_box_int32(static_cast<int32_t>(a.i)); break;
-        case DType::Int64: *value = jl_box_int64(a.i); break;
-        case DType::Bool: *value = jl_box_bool(a.b ? 1 : 0); break;
-        case DType::String: *value = jl_pchar_to_string(a.s.data(), a.s.size()); break;
+        // A numeric scalar: the Arg field of its dtype (contract.h), converted to
+        // its C++ type and boxed as its Julia type.
+#define TFJL_BOX_SCALAR(name, cxx_type, field)                \
+  case DType::name: {                                         \
+    cxx_type v = static_cast<cxx_type>(a.field);              \
+    *value = jl_new_bits(element_type(DType::name), &v);      \
+    break;                                                    \
+  }
+        TFJL_NUMERIC_DTYPES(TFJL_BOX_SCALAR)
+#undef TFJL_BOX_SCALAR
+        default: break;
       }
       return "";
   }
@@ -174,7 +171,7 @@ std::string Invocation::wrap_numeric(const Arg& a, jl_value_t** value, jl_value_
     if (count != 0) return "null buffer for " + std::to_string(count) + " elements";
     data = g_empty_buffer;
   }
-  const size_t esize = dtype_size(a.dtype);
+  const size_t esize = DTypeSize(a.dtype);
   if (reinterpret_cast<uintptr_t>(data) % esize != 0) {
     return "buffer is not aligned to its " + std::to_string(esize) + "-byte elements";
   }
@@ -331,7 +328,7 @@ Outcome Invocation::collect_dynamic(size_t i, jl_value_t* ref) {
     }
     return {};
   }
-  const size_t esize = dtype_size(a.dtype);
+  const size_t esize = DTypeSize(a.dtype);
   size_t nbytes = 0;
   if (__builtin_mul_overflow(count, esize, &nbytes)) return {which + ": element count overflows", kInvalidArgument};
   void* buffer = nullptr;

@@ -2,8 +2,8 @@
 // TFBridge helper functions, the types it constructs, and per-(dtype, rank)
 // array and view types.  Only Julia's thread touches any of this, so no
 // locking; everything cached is pushed onto TFBridge.ROOTS so the GC keeps it.
-#ifndef TFJL_SRC_JULIA_HANDLES_H_
-#define TFJL_SRC_JULIA_HANDLES_H_
+#ifndef TFJL_SRC_TFJL_JULIA_JULIA_HANDLES_H_
+#define TFJL_SRC_TFJL_JULIA_JULIA_HANDLES_H_
 
 #include <julia.h>
 
@@ -17,8 +17,8 @@ namespace detail {
 
 // Highest tensor rank the runtime wraps (TF's own limit is 254; nobody
 // reaches this one, and it keeps the type caches small fixed tables).
+// The caches have one row per dtype (kNumDTypes, tfjl/contract.h).
 constexpr int kMaxRank = 32;
-constexpr int kNumDTypes = 6;
 
 struct Handles {
   jl_module_t* tfbridge = nullptr;
@@ -63,6 +63,7 @@ std::string load_handles();
 // Keeps v alive for the life of the process.
 void keep_forever(jl_value_t* v);
 
+// The Julia element type of a dtype (contract.h's table); nullptr for an unknown code.
 jl_value_t* element_type(DType dtype);
 // Array{T,rank}; Transpose / PermutedDimsArray view type (rank >= 2, numeric)
 // over an Array, or over a ReadOnlyArray for an input; ReadOnlyArray{T,rank};
@@ -94,4 +95,4 @@ struct GcFramePop {
 }  // namespace detail
 }  // namespace tfjl
 
-#endif  // TFJL_SRC_JULIA_HANDLES_H_
+#endif  // TFJL_SRC_TFJL_JULIA_JULIA_HANDLES_H_

@@ -59,7 +59,7 @@ int run_capi(char** err, Body&& body) {
 }
 
 bool to_arg(const tfjl_arg& in, Arg* out, std::string* err) {
-  if (in.dtype < 0 || in.dtype > static_cast<int>(DType::String)) {
+  if (in.dtype < 0 || in.dtype >= tfjl::kNumDTypes) {
     *err = "unknown dtype code " + std::to_string(in.dtype);
     return false;
   }
@@ -194,10 +194,7 @@ void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const
                                       const void* outputs, void** output_values, int noutputs,
                                       const void* const* targets, int ntargets, void* run_metadata,
                                       void* status) {
-  // TF_SessionRun's signature with the TF types erased (all pointers and ints).
-  using SessionRun = void (*)(void*, const void*, const void*, void* const*, int, const void*, void**, int,
-                              const void* const*, int, void*, void*);
-  auto session_run = reinterpret_cast<SessionRun>(tf_session_run);
+  auto session_run = reinterpret_cast<tfjl_session_run_fn>(tf_session_run);
   auto run = [&] {
     session_run(session, run_options, inputs, input_values, ninputs, outputs, output_values, noutputs, targets,
                 ntargets, run_metadata, status);

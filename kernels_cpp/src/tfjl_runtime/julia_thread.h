@@ -1,7 +1,7 @@
 // Julia's thread: the one thread that initialises Julia and runs every jl_*
 // call of the process (Julia 1.5 cannot be entered from other threads).
-#ifndef TFJL_SRC_JULIA_THREAD_H_
-#define TFJL_SRC_JULIA_THREAD_H_
+#ifndef TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
+#define TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 
 #include <pthread.h>
 
@@ -120,4 +120,4 @@ std::string load_julia_side(const JuliaSide** side);
 }  // namespace detail
 }  // namespace tfjl
 
-#endif  // TFJL_SRC_JULIA_THREAD_H_
+#endif  // TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_

@@ -8,7 +8,7 @@
 #include "julia_handles.h"
 #include "julia_side.h"
 
-extern "C" const char tfjl_embedded_bridge_source[];  // generated from julia/TFBridge.jl
+extern "C" const char tfjl_embedded_bridge_source[];  // generated from julia/TFBridge.jl and contract.jl
 
 namespace tfjl {
 namespace detail {
@@ -126,12 +126,11 @@ std::string load_handles() {
 
 jl_value_t* element_type(DType dtype) {
   switch (dtype) {
-    case DType::Float64: return reinterpret_cast<jl_value_t*>(jl_float64_type);
-    case DType::Float32: return reinterpret_cast<jl_value_t*>(jl_float32_type);
-    case DType::Int32: return reinterpret_cast<jl_value_t*>(jl_int32_type);
-    case DType::Int64: return reinterpret_cast<jl_value_t*>(jl_int64_type);
-    case DType::Bool: return reinterpret_cast<jl_value_t*>(jl_bool_type);
-    case DType::String: return reinterpret_cast<jl_value_t*>(jl_string_type);
+#define TFJL_ELEMENT_TYPE(name, code, tf_name, tf_enum, size, jl_type) \
+  case DType::name:                                                     \
+    return reinterpret_cast<jl_value_t*>(jl_type);
+    TFJL_DTYPES(TFJL_ELEMENT_TYPE)
+#undef TFJL_ELEMENT_TYPE
   }
   return nullptr;
 }

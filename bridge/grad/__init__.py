@@ -1,0 +1,39 @@
+"""Gradients: ``bridge.gradients``, ``jacobian``, ``hessian`` and the gradient registry.
+
+Where things live
+    ``api``        the public entry points (``gradients``, ``jacobian``, ``hessian``, ``hessians``)
+    ``walk``       the graph walk of one ``gradients`` call: which ops go to TF's C++
+                   registry in blocks, which to Python gradient functions (read its
+                   docstring before changing how gradients are combined)
+    ``cpp``        ``TF_AddGradientsWithPrefix`` and copying an op
+    ``registry``   ``RegisterGradient``, ``NotDifferentiable``, overrides, and the order in
+                   which an op's gradient is looked up
+    ``_helpers``   the small op builders gradient functions use (``_op``, ``_const``, ``_mul``...)
+    ``custom_op``  custom (Julia) ops differentiated by their ``<Op>Grad`` op
+    ``function_grad``      calls of ``bridge.function`` functions
+    ``control_flow_grad``  ``If``/``While`` from ``bridge.cond``/``bridge.while_loop``, TensorLists
+
+Adding a gradient for a TensorFlow op
+    Put it in the module named like TensorFlow's Python file that defines it
+    (``math_grad``, ``nn_grad``, ``array_grad``; a new family gets a new
+    ``<family>_grad.py``, imported below so its registrations run), written
+    as TensorFlow's is with :class:`RegisterGradient` and the ``_helpers``.
+    Such a module imports ``registry`` and ``_helpers`` (and bridge modules
+    outside this package), never ``bridge.grad`` itself: that would be an
+    import circle, which ``tests/test_import_graph.py`` rejects.  Only ops
+    TensorFlow's C++ registry lacks (or gets wrong) need one: the walk hands
+    every other op to C++ in blocks, and each Python-handled op splits them.
+"""
+from __future__ import annotations
+
+from .api import gradients, hessian, hessians, jacobian
+from .custom_op import register_custom_op_gradient
+from .registry import (ACCEPTS_NONE, NotDifferentiable, RegisterGradient, get_gradient_function,
+                       no_gradient, register_gradient)
+
+# Importing the op families registers their gradients.
+from . import array_grad, control_flow_grad, function_grad, math_grad, nn_grad  # noqa: F401
+
+__all__ = ["gradients", "jacobian", "hessian", "hessians", "RegisterGradient", "NotDifferentiable",
+           "no_gradient", "register_gradient", "register_custom_op_gradient", "get_gradient_function",
+           "ACCEPTS_NONE"]
