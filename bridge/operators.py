@@ -35,6 +35,7 @@ OPERATORS: dict[str, Callable[..., Output]] = {
     "__matmul__": lambda x, y: _ops().mat_mul(x, y),
     "__rmatmul__": lambda x, y: _ops().mat_mul(y, x),
     "__pow__": lambda x, y: _ops().pow(x, y),
+    "__rpow__": lambda x, y: _ops().pow(y, x),
     "__neg__": lambda x: _ops().neg(x),
     "__abs__": lambda x: _ops().abs(x),
 }
@@ -42,3 +43,8 @@ OPERATORS: dict[str, Callable[..., Output]] = {
 for _name, _fn in OPERATORS.items():
     setattr(Output, _name, _fn)
 del _name, _fn
+
+# numpy defers to Output: ``array + x`` calls ``x.__radd__(array)`` (a graph
+# op) instead of numpy applying ``+`` to each element with x, which built an
+# object array of Outputs.  TF's Tensor does the same (__array_priority__).
+Output.__array_ufunc__ = None

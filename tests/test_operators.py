@@ -27,9 +27,8 @@ def test_binary_operators_and_their_reflections(op, op_type, expected):
     with g.as_default():
         a = bridge.constant(x)
         b = bridge.constant(Y)
-        outs = [op(a, b), op(a, Y)]  # Output op Output, Output op array
-        if op_type != "Pow":
-            outs.append(op(x.tolist(), b))  # reflected: list op Output
+        # Output op Output, Output op array, and reflected: list op Output, array op Output
+        outs = [op(a, b), op(a, Y), op(x.tolist(), b), op(x, b)]
     assert {out.op.type for out in outs} == {op_type}
     with bridge.Session(g) as sess:
         for got in sess.run(outs):
@@ -51,3 +50,14 @@ def test_unary_operators():
 def test_every_operator_is_installed_on_output():
     for name, fn in OPERATORS.items():
         assert getattr(bridge.Output, name) is fn, name
+
+
+def test_numpy_defers_to_outputs():
+    """``array * x`` is one graph op, not numpy multiplying each element by x."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.constant(X)
+        for y in (Y * x, Y @ x, np.float64(2.0) * x, np.abs(Y) ** x, 2.0 ** x):
+            assert isinstance(y, bridge.Output), type(y)
+        with pytest.raises(TypeError):
+            np.add(Y, x)  # a ufunc on an Output: refused, never an object array
