@@ -7,7 +7,26 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia demo test test-quick fuzz bench contract clean
+.PHONY: all setup julia julia-packages demo test test-quick fuzz bench contract clean
+
+# Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
+# where it exists, stands in for Julia's package registry: the bridge appends
+# it after the user's depots (TFBRIDGE_JULIA_DEPOT, exported to every recipe;
+# a value from the environment wins).  Copies of it that lost their symbolic
+# links (each arrived as a text file naming its target, which breaks its JLL
+# packages) are replaced by a mirror with the links restored, build/julia-depot
+# (julia/mirror_julia_depot.py).  Without it, julia-packages installs ForwardDiff
+# with Pkg where Julia's registry is reachable.
+SHARED_JULIA_DEPOT := $(abspath ../shared/julia-depot)
+ifneq ($(wildcard $(SHARED_JULIA_DEPOT)/packages),)
+  ifneq ($(shell find $(SHARED_JULIA_DEPOT)/packages -mindepth 3 -maxdepth 3 -name override -type f),)
+    JULIA_DEPOT_MIRROR := $(abspath build/julia-depot)
+    export TFBRIDGE_JULIA_DEPOT ?= $(JULIA_DEPOT_MIRROR)
+  else
+    export TFBRIDGE_JULIA_DEPOT ?= $(SHARED_JULIA_DEPOT)
+  endif
+endif
+JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
@@ -25,16 +44,34 @@ $(STAMP): pyproject.toml
 julia:
 	@bash julia/install-julia.sh
 
-demo: setup
+# ForwardDiff for examples/twolayer and the package tests: from the depot
+# above, else Julia's default environment, else Pkg.add from Julia's registry;
+# where none works, the example uses its analytic Jacobian and says why, and
+# the package tests are skipped saying how to get the packages.
+julia-packages: julia $(if $(filter $(JULIA_DEPOT_MIRROR),$(TFBRIDGE_JULIA_DEPOT)),$(JULIA_DEPOT_MIRROR)/.mirror-of)
+	@if [ -n "$$TFBRIDGE_JULIA_DEPOT" ]; then :; \
+	elif $(JULIA) --startup-file=no -e 'exit(Base.find_package("ForwardDiff") === nothing)'; then :; \
+	else echo ">> ForwardDiff not found: installing it into Julia's default environment with Pkg.add (Julia's registry)"; \
+	  mkdir -p build; \
+	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add("ForwardDiff")' >build/pkg-add.log 2>&1; then \
+	    echo ">> ForwardDiff installed"; \
+	  else echo ">> could not install ForwardDiff: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
+	    echo ">> so examples/twolayer uses its analytic Jacobian, and the Julia package tests are skipped"; fi; \
+	fi
+
+$(JULIA_DEPOT_MIRROR)/.mirror-of: julia/mirror_julia_depot.py $(SHARED_JULIA_DEPOT)/packages
+	@$(PYTHON) julia/mirror_julia_depot.py $(SHARED_JULIA_DEPOT) $(JULIA_DEPOT_MIRROR)
+
+demo: setup julia-packages
 	$(PY) examples/twolayer/run.py
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
-test: setup
+test: setup julia-packages
 	@$(PY) -m pytest -q -rs tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # The same suite without the two slow stress tests (the GC test alone takes ~9 min).
-test-quick: setup
+test-quick: setup julia-packages
 	@$(PY) -m pytest -q -rs -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
@@ -50,7 +87,7 @@ fuzz: setup
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # Each benchmark prints its figure as a ratio to an anchor measured in the same run.
-bench: setup
+bench: setup julia-packages
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
 
 # The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,

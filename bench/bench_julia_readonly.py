@@ -21,8 +21,8 @@ SCRIPT = r"""
 include(ARGS[1])
 using .TFBridge
 @noinline body(y, x) = (y .= tanh.(x); nothing)
-plain(d, i) = body(TFBridge.tensor(Float64, Val(1), d, 1, i, 1), TFBridge.tensor(Float64, Val(1), d, 2, i, 3))
-readonly(d, i) = body(TFBridge.tensor(Float64, Val(1), d, 1, i, 1),
+plain(d, i) = body(TFBridge.tensor(Float64, Val(1), d, 1, i, 1, :y), TFBridge.tensor(Float64, Val(1), d, 2, i, 3, :x))
+readonly(d, i) = body(TFBridge.tensor(Float64, Val(1), d, 1, i, 1, :y),
                       TFBridge.input_tensor(Float64, Val(1), d, 2, i, 3, :x))
 loop(g, n, d, i) = for _ in 1:n; g(d, i); end
 y, x = zeros(10), rand(10)

@@ -1,11 +1,16 @@
 """The ``tfbridge`` command.
 
-    tfbridge customop init NAME [DIR]   scaffold an op: custom_op.txt + a working Julia example
+    tfbridge customop init NAME [DIR] [--with-package PKG]...
+                                        scaffold an op: custom_op.txt + a working Julia example
+                                        (+ Project.toml listing the Julia packages it uses)
     tfbridge customop build DIR         generate and compile lib<Op>.so (cached)
     tfbridge customop stub DIR          print Julia skeletons for the spec's functions
+    tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
+                                        gradient test of the op (bridge.customop.gradtest)
 
 Errors in the spec or the build print one message (file:line: what was
-expected, or the compiler's errors) and exit 1, without a traceback.
+expected, or the compiler's errors) and exit 1, without a traceback;
+gradtest exits 0 on PASS, 1 on FAIL and 2 when the test cannot run.
 """
 from __future__ import annotations
 
@@ -16,12 +21,22 @@ from typing import Callable, Optional, Sequence
 
 
 def _customop_init(args: argparse.Namespace) -> int:
+    import warnings
+
     from . import customop
 
     directory = Path(args.dir) if args.dir else Path(customop.spec.snake_case(args.name))
-    written = customop.init(args.name, directory)
+    try:
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always")
+            written = customop.init(args.name, directory, packages=args.packages)
+    except (customop.JuliaPackageError, ValueError) as exc:
+        print(f"tfbridge: {exc}", file=sys.stderr)
+        return 1
     for path in written:
         print(f"wrote {path}")
+    for note in notes:
+        print(f"tfbridge: note: {note.message}", file=sys.stderr)
     print(f"next: edit them, then run 'tfbridge customop build {directory}'")
     return 0
 
@@ -58,7 +73,8 @@ def _gradtest(args: argparse.Namespace) -> int:
         return 1
     script = build(args.dir).parent / "gradtest.py"
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
-    return subprocess.call([sys.executable, str(script), "--plot", plot])
+    given = ([] if args.inputs is None else ["--inputs", args.inputs]) + [f"--input={v}" for v in args.input]
+    return subprocess.call([sys.executable, str(script), "--plot", plot, *given])
 
 
 CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
@@ -76,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME", help="op name in CamelCase, e.g. TwoLayer")
     p.add_argument("dir", metavar="DIR", nargs="?",
                    help="folder to create (default: the name in snake_case)")
+    p.add_argument("--with-package", metavar="PKG", dest="packages", action="append", default=[],
+                   help="a Julia package the op uses (repeatable): listed with its UUID in DIR/Project.toml, "
+                        "the op's own environment, and loaded with `using` in its Julia file")
     p.set_defaults(run=_customop_init)
 
     p = sub.add_parser("build", help="generate and compile the op library (cached)")
@@ -94,6 +113,12 @@ def _parser() -> argparse.ArgumentParser:
                                         "write the log-log convergence plot.")
     p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt and the Julia file")
     p.add_argument("--plot", metavar="PATH", help="where to write the plot (default: DIR/gradcheck.png)")
+    p.add_argument("--inputs", metavar="FILE",
+                   help="values for the op's inputs and attributes: an .npz of arrays named like them, or a "
+                        ".py file defining them (the others keep their random samples)")
+    p.add_argument("--input", metavar="NAME=VALUE", action="append", default=[],
+                   help="one input's or attribute's value, a Python literal such as 20 or [1, 2] "
+                        "(repeatable; wins over --inputs)")
     p.set_defaults(run=_gradtest)
     return parser
 

@@ -222,8 +222,8 @@ def write_plot(result: GradcheckResult, path: str) -> str:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError("gradcheck(plot=...) needs matplotlib: pip install matplotlib "
-                          "(or tf-julia-bridge[plot])") from None
+        raise ImportError("the convergence plot needs matplotlib, a dependency of tf-julia-bridge that "
+                          "is not importable here: pip install matplotlib") from None
     h = result.steps
     fig = Figure(figsize=(6, 4.5))
     FigureCanvasAgg(fig)

@@ -12,6 +12,10 @@ jl_* themselves, so all functions here may be called from any thread.
     2
     >>> julia.call("sum", np.arange(4.0))
     6.0
+
+Julia finds packages as the ``julia`` executable does (JULIA_DEPOT_PATH,
+JULIA_LOAD_PATH, JULIA_PROJECT), plus the read-only depot that
+TFBRIDGE_JULIA_DEPOT names (julia/TFBridge.jl, "package environments").
 """
 from __future__ import annotations
 
@@ -96,6 +100,7 @@ def init() -> None:
         config = julia_runtime.julia_config()
         library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
         bridge_jl = _paths.julia_dir() / "TFBridge.jl"
+        _absolute_extra_depot()
         # Kernels that run before init (or in child processes) start Julia
         # from these; they must find the same installation.
         os.environ["TFBRIDGE_JULIA_BINDIR"] = config.bindir
@@ -115,6 +120,26 @@ def init() -> None:
             raise JuliaError(f"Julia {config.version} ({config.executable}) could not be initialised: "
                              f"{_ffi.string(err).decode(errors='replace')}")
         _rt = rt
+
+
+#: An extra, read-only Julia depot appended after the user's depots, with its
+#: environments/v<major>.<minor> appended to the load path (julia/TFBridge.jl,
+#: "package environments", does it as Julia starts, however it starts).
+EXTRA_DEPOT_VARIABLE = "TFBRIDGE_JULIA_DEPOT"
+
+
+def _absolute_extra_depot() -> None:
+    """Make TFBRIDGE_JULIA_DEPOT absolute in this process's environment, so
+    that child processes (and kernels) started from another folder find the
+    same depot; refuse, before Julia starts, a value that names no folder."""
+    value = os.environ.get(EXTRA_DEPOT_VARIABLE, "")
+    if not value:
+        return
+    depot = os.path.abspath(os.path.expanduser(value))
+    if not os.path.isdir(depot):
+        raise JuliaError(f"{EXTRA_DEPOT_VARIABLE}={value}: {depot} is not a folder (expected a Julia depot, "
+                         "holding packages/); unset it or point it at one", 1)
+    os.environ[EXTRA_DEPOT_VARIABLE] = depot
 
 
 def _open_runtime(library: Path):

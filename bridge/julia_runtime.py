@@ -35,14 +35,19 @@ class CacheNotWritableError(RuntimeBuildError):
     """The runtime is not built and the cache folder cannot be written to build it."""
 
 
+# What the runtime's build reads from julia/ (kernels_cpp/CMakeLists.txt pastes
+# both into the library); the installer scripts beside them are not part of it.
+JULIA_SOURCES = ("TFBridge.jl", "contract.jl")
+
+
 def _source_files() -> list[Path]:
-    """Everything the runtime's build reads from the package (not its docs:
-    editing a README must not rebuild the runtime and every op)."""
-    files = []
-    for root in (_paths.kernels_cpp_dir(), _paths.julia_dir()):
-        files += sorted(p for p in root.rglob("*")
-                        if p.is_file() and p.suffix != ".md" and "__pycache__" not in p.parts)
-    return files
+    """Everything the runtime's build reads from the package: kernels_cpp/
+    but its docs (editing a README must not rebuild the runtime and every
+    op), and JULIA_SOURCES."""
+    kernels = _paths.kernels_cpp_dir()
+    files = sorted(p for p in kernels.rglob("*")
+                   if p.is_file() and p.suffix != ".md" and "__pycache__" not in p.parts)
+    return files + [_paths.julia_dir() / name for name in JULIA_SOURCES]
 
 
 def runtime_hash(config: JuliaConfig | None = None) -> str:

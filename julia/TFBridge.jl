@@ -139,15 +139,16 @@ end
 const LAST_FAILURE = Ref{Any}(nothing)
 
 """
-    tensor(T, Val(N), data, k, ints, d)
+    tensor(T, Val(N), data, k, ints, d, name)
 
-The argument of TF dtype `T` and rank `N` whose buffer is `data[k]` and whose
-rank and TF shape are `ints[d]`, `ints[d+1:d+N]`: a zero-copy view in TF index
-order (rank 0: a 0-dimensional Array, 1: a Vector, 2: a `Transpose`, >= 3: a
-reversed `PermutedDimsArray`), the same values the runtime builds for jl_call.
+The output `name` of TF dtype `T` and rank `N` whose buffer is `data[k]` and
+whose rank and TF shape are `ints[d]`, `ints[d+1:d+N]`: a zero-copy view in TF
+index order (rank 0: a 0-dimensional Array, 1: a Vector, 2: a `Transpose`,
+>= 3: a reversed `PermutedDimsArray`), the same values the runtime builds for
+jl_call.
 """
-@inline tensor(::Type{T}, v::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int) where {T,N} =
-    tf_view(buffer_array(T, v, data, k, ints, d))
+@inline tensor(::Type{T}, v::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int, name::Symbol) where {T,N} =
+    tf_view(buffer_array(T, v, data, k, ints, d, "output", name))
 
 """
     input_tensor(T, Val(N), data, k, ints, d, name)
@@ -157,13 +158,14 @@ TensorFlow (a fed numpy array, a Const, another op's output).
 """
 @inline input_tensor(::Type{T}, v::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int,
                      name::Symbol) where {T,N} =
-    tf_view(ReadOnlyArray(buffer_array(T, v, data, k, ints, d), name))
+    tf_view(ReadOnlyArray(buffer_array(T, v, data, k, ints, d, "input", name), name))
 
 # The column-major Array over TF's row-major buffer: TF's shape reversed.
+# `role` and `name` ("input", :x) name the argument in errors.
 @inline function buffer_array(::Type{T}, ::Val{N}, data::EntryData, k::Int, ints::EntryInts,
-                              d::Int) where {T,N}
+                              d::Int, role::String, name::Symbol) where {T,N}
     rank = unsafe_load(ints, d)
-    rank == N || throw(ArgumentError("argument $k has rank $rank where the op's spec says $N"))
+    rank == N || throw(ArgumentError("$role '$name' has rank $rank where the op's spec says $N"))
     p = Ptr{T}(unsafe_load(data, k))
     # An integer length takes jl_ptr_to_array_1d, which needs no boxed dims tuple.
     N == 1 && return unsafe_wrap(Array, p, unsafe_load(ints, d + 1))
@@ -274,23 +276,87 @@ end
 @inline string_attr(data::EntryData, k::Int, ints::EntryInts, d::Int) =
     unsafe_string(Ptr{UInt8}(unsafe_load(data, k)), unsafe_load(ints, d))
 
-"""`Main.name`, or `nothing` if it is not defined."""
-main_function(name::Symbol) = isdefined(Main, name) ? getfield(Main, name) : nothing
+# ---------------------------------------------------------------- finding the user's function
+#
+# An op's function is named from Main: `f`, or `MyModule.f` / `A.B.f` for a
+# function in a module that Main reaches (a file defining `module MyModule`,
+# a package bound by `using`).  The generic path resolves the name itself
+# (resolve_function in kernels_cpp/src/tfjl_julia/invoke.cc); both paths
+# explain a miss with `function_not_found`.
 
-# The generic path says the same from C++ (not_found in kernels_cpp/src/tfjl_julia/invoke.cc).
-not_found_text(name::Symbol) = "UndefVarError: $name not defined: no such Julia function in Main " *
-                               "(define it, e.g. with bridge.julia.include, before the call)"
+"""`name` (`f`, `Mod.f`, `A.B.f`) as it is bound in Main now, or `nothing`."""
+function resolve_function(name::AbstractString)
+    value = Main
+    for part in split(name, '.')
+        value isa Module && isdefined(value, Symbol(part)) || return nothing
+        value = getfield(value, Symbol(part))
+    end
+    return value
+end
 
 """
-Records why a compiled entry's call of `Main.name` threw, as `protect` would
-have returned it, and returns the error kind for the entry to return.  Never
-throws: `failure` guards its own formatting.
+The NotFound failure of calling `name` when it does not resolve: what is
+missing, the module on the way (`MyModule` of `MyModule.f`) or the function.
 """
-function entry_failure(e, bt, name::Symbol)::Cint
-    fail = if e isa UndefVarError && e.var === name
-        Failure(not_found_text(name), NOT_FOUND)
-    else
-        failure(e, bt, main_function(name))
+function function_not_found(name::AbstractString)::Failure
+    parts = split(name, '.')
+    modules, fn = parts[1:end-1], parts[end]
+    parent, path = Main, "Main"
+    for part in modules
+        if !isdefined(parent, Symbol(part))
+            return Failure("UndefVarError: $part not defined: $path has no module $part, which should hold " *
+                           "the Julia function $name (define the module, e.g. include the file defining it " *
+                           "with bridge.julia.include, before the call)", NOT_FOUND)
+        end
+        value = getfield(parent, Symbol(part))
+        if !(value isa Module)
+            return Failure("$path.$part is a $(typeof(value)), not a module, so it holds no Julia " *
+                           "function $name", NOT_FOUND)
+        end
+        parent, path = value, "$path.$part"
+    end
+    isempty(modules) && return Failure("UndefVarError: $fn not defined: no such Julia function in Main " *
+                                       "(define it, e.g. with bridge.julia.include, before the call)", NOT_FOUND)
+    return Failure("UndefVarError: $fn not defined: module $path has no $fn, so the Julia function $name " *
+                   "does not exist (define it in the module before the call)", NOT_FOUND)
+end
+
+"""
+Whether `parent.name` is still bound to `value`, the module a compiled entry
+was compiled against.  Including a file that defines `module M ... end` again
+replaces Main.M by a new module, but compiled code keeps the one it saw
+(Julia folds constant bindings into it); an entry checks this, a pointer
+comparison, before its static call.  The lookup is a ccall, so the compiler
+cannot fold it too.
+"""
+@inline is_bound(parent::Module, name::Symbol, value::Module) =
+    ccall(:jl_get_global, Ptr{Cvoid}, (Any, Any), parent, name) == pointer_from_objref(value)
+
+"""
+Calls the function `name` resolves to now, for an entry whose modules were
+replaced since it was compiled (see `is_bound`): a dynamic call, as on the
+generic path.  (The entry already runs in the latest world: its @cfunction
+wrapper moves on with the world age.)
+"""
+function call_resolved(name::String, args...)
+    f = resolve_function(name)
+    f === nothing && throw(UndefVarError(Symbol(name)))  # entry_failure says what is missing
+    return f(args...)
+end
+
+"""
+Records why a compiled entry's call of `name` (from Main, as in the spec)
+threw, as `protect` would have returned it, and returns the error kind for
+the entry to return.  When the name no longer resolves, the failure is the
+NotFound one that says what is missing.  Never throws: `failure` guards its
+own formatting.
+"""
+function entry_failure(e, bt, name::String)::Cint
+    fail = try
+        f = resolve_function(name)
+        f === nothing ? function_not_found(name) : failure(e, bt, f)
+    catch
+        failure(e, bt, nothing)
     end
     LAST_FAILURE[] = fail
     return Cint(fail.kind)
@@ -378,6 +444,39 @@ dims_tuple_type(N::Int) = NTuple{N,Int}
 # rooted throughout: nothing is copied twice, nothing converted element by
 # element through dynamic dispatch.
 
+"""
+A dynamic output as the Julia function receives it: a `Ref{Any}` that the
+function assigns, `p[] = A`.  Its size is the array's, so nothing exists to
+write into before that: `p .= ...`, `p[i] = v`, `copyto!(p, ...)` and
+`fill!(p, v)` throw an ArgumentError that says so, naming the output.  The
+runtime creates it (invoke.cc: `name` is the output's name in the spec, `what`
+how errors call it) and reads `x` after the call (`dynamic_result`).
+"""
+mutable struct DynamicOutput <: Ref{Any}
+    name::Symbol    # the output's name in the spec (:o when the kernel gave none)
+    what::String    # "dynamic output 'p'", or "dynamic output (argument 2)" without a name
+    x::Any          # the value assigned: undefined until then (so the constructor leaves it out)
+    DynamicOutput(name::Symbol, what::String) = new(name, what)
+end
+
+function Base.getindex(r::DynamicOutput)
+    isdefined(r, :x) || throw(ArgumentError(
+        "$(r.what) has no value yet: the function assigns it, `$(r.name)[] = A`, before reading it"))
+    return r.x
+end
+Base.setindex!(r::DynamicOutput, value) = (r.x = value; r)
+
+function written_in_place(r::DynamicOutput)
+    throw(ArgumentError("$(r.what) is assigned, not written in place: `$(r.name)[] = A` sets it to the " *
+                        "array A, whose size becomes the output's (TensorFlow allocates it after the call, so " *
+                        "`$(r.name) .= ...`, `$(r.name)[i] = ...`, copyto! and fill! have nothing to write into)"))
+end
+Base.setindex!(r::DynamicOutput, value, i...) = written_in_place(r)
+Base.copyto!(r::DynamicOutput, src) = written_in_place(r)
+Base.fill!(r::DynamicOutput, value) = written_in_place(r)
+Base.Broadcast.materialize!(r::DynamicOutput, value) = written_in_place(r)
+Base.Broadcast.materialize!(r::DynamicOutput, bc::Base.Broadcast.Broadcasted) = written_in_place(r)
+
 """What the runtime needs of a dynamic output's value; fields boxed, so C reads them without allocating."""
 struct DynamicValue
     value::Any           # numeric: an AbstractArray in TF index order; strings: a row-major Array{String}
@@ -385,26 +484,26 @@ struct DynamicValue
     source::Any          # an Array{T} listing its elements in row-major order (memcpy), or nothing
 end
 
-not_convertible(x, ::Type{T}, position::Int) where {T} = ArgumentError(
-    "dynamic output (argument $position) holds a $(typeof(x)), which does not convert to an Array{$T}")
+not_convertible(x, ::Type{T}, r::DynamicOutput) where {T} = ArgumentError(
+    "$(r.what) holds a $(typeof(x)), which does not convert to an Array{$T}")
 
 """
-What a DynamicOutput `Ref{Any}` held after the call, as a `DynamicValue`.
-`T` is the output's element type, `position` the argument's 1-based
-position, for messages.  Numeric arrays are not copied here; strings are
-collected into row-major order.
+What the dynamic output `r` held after the call, as a `DynamicValue`.  `T`
+is the output's element type.  Numeric arrays are not copied here; strings
+are collected into row-major order.
 """
-function dynamic_result(x, ::Type{T}, position::Int) where {T}
+function dynamic_result(r::DynamicOutput, ::Type{T}) where {T}
+    x = isdefined(r, :x) ? r.x : nothing
     x === nothing && throw(ArgumentError(
-        "dynamic output (argument $position) was not assigned: the function must set it, e.g. `o[] = A`"))
+        "$(r.what) was not assigned: the function must set it, e.g. `$(r.name)[] = A`"))
     A = if x isa AbstractArray
         x
     else
-        fill(try convert(T, x) catch; throw(not_convertible(x, T, position)) end)
+        fill(try convert(T, x) catch; throw(not_convertible(x, T, r)) end)
     end
     dims = collect(Int64, size(A))
     if T === String
-        B = try convert(Array{T}, A) catch; throw(not_convertible(x, T, position)) end
+        B = try convert(Array{T}, A) catch; throw(not_convertible(x, T, r)) end
         S = row_major(B)
         return DynamicValue(S, dims, S)
     end
@@ -441,18 +540,18 @@ function dense_memory(A::DenseArray)
 end
 
 """
-    store_dynamic!(p, nbytes, T, A, position)
+    store_dynamic!(p, nbytes, T, A, r)
 
 Writes the dynamic output `A` (TF index order) into TF's row-major buffer at
 `p`, `nbytes` bytes of elements of type `T`, in one pass: the buffer is the
 column-major array of TF's shape reversed, filled by `copyto!` (rank <= 1),
 `transpose!` (rank 2, cache-blocked) or a reversing `permutedims!`.
-Elements convert to `T` on the way.
+Elements convert to `T` on the way; `r` is the DynamicOutput, for messages.
 """
 function store_dynamic!(p::Ptr{Cvoid}, nbytes::Int, ::Type{T}, A::AbstractArray{S,N},
-                        position::Int) where {T,S,N}
+                        r::DynamicOutput) where {T,S,N}
     length(A) * sizeof(T) == nbytes || throw(ErrorException(
-        "dynamic output (argument $position) has $(length(A)) elements for a buffer of $nbytes bytes"))
+        "$(r.what) has $(length(A)) elements for a buffer of $nbytes bytes"))
     dest = unsafe_wrap(Array, Ptr{T}(p), reverse(size(A)))
     try
         if N <= 1
@@ -463,9 +562,163 @@ function store_dynamic!(p::Ptr{Cvoid}, nbytes::Int, ::Type{T}, A::AbstractArray{
             permutedims!(dest, A, ntuple(i -> N + 1 - i, Val(N)))
         end
     catch
-        throw(not_convertible(A, T, position))
+        throw(not_convertible(A, T, r))
     end
     return nothing
 end
+
+# ---------------------------------------------------------------- package environments
+#
+# Where Julia finds packages.  Julia reads JULIA_DEPOT_PATH, JULIA_LOAD_PATH
+# and JULIA_PROJECT itself when it starts, embedded as on the command line
+# (Base.__init__), so those keep their meaning here.  The bridge adds two
+# things, and changes nothing else:
+# - TFBRIDGE_JULIA_DEPOT: a read-only depot appended after the user's depots
+#   (the first one must stay writable: Julia writes precompiled files there),
+#   and its environments/v<major>.<minor> appended to the load path.  Done
+#   when this module loads, so both ways Julia starts (bridge.julia.init and
+#   a kernel's lazy start) see it.
+# - op environments: customop.load stacks an op folder holding a
+#   Project.toml on the load path (use_op_environment), after the user's
+#   entries and before the extra depot's environment, so the op's own
+#   Manifest.toml wins over that fallback.  Before the op's Julia file runs,
+#   every package it imports at top level is looked up as `using` would, so a
+#   missing one refuses the load before any of the op's code runs.
+
+const EXTRA_DEPOT_VARIABLE = "TFBRIDGE_JULIA_DEPOT"
+
+"""Load path entries added for the extra depot; op environments go before them."""
+const EXTRA_ENVIRONMENTS = String[]
+
+"""The environment folder of depot `depot` for this Julia (`environments/v1.5`)."""
+depot_environment(depot::AbstractString) =
+    joinpath(depot, "environments", "v$(VERSION.major).$(VERSION.minor)")
+
+"""
+Make the depot paths absolute (Julia resolves packages and precompiled files
+against them; a relative one would change meaning with the working folder)
+and append the depot named by TFBRIDGE_JULIA_DEPOT, once.
+"""
+function add_extra_depot!(value::AbstractString = get(ENV, EXTRA_DEPOT_VARIABLE, ""))
+    map!(d -> abspath(expanduser(d)), DEPOT_PATH, DEPOT_PATH)
+    isempty(value) && return nothing
+    depot = abspath(expanduser(value))
+    isdir(depot) || throw(ArgumentError(
+        "$EXTRA_DEPOT_VARIABLE=$value: $depot is not a folder (expected a Julia depot, holding packages/)"))
+    depot in DEPOT_PATH || push!(DEPOT_PATH, depot)
+    env = depot_environment(depot)
+    if isdir(env) && !(env in LOAD_PATH)
+        push!(LOAD_PATH, env)
+        push!(EXTRA_ENVIRONMENTS, env)
+    end
+    return nothing
+end
+
+has_project(dir::AbstractString) = any(name -> isfile(joinpath(dir, name)), ("JuliaProject.toml", "Project.toml"))
+
+"""
+Put the environment of op folder `dir` on LOAD_PATH (before the extra
+depot's environment; once); true if it was added now.
+"""
+function add_op_environment!(dir::String)
+    dir in LOAD_PATH && return false
+    at = findfirst(in(EXTRA_ENVIRONMENTS), LOAD_PATH)
+    insert!(LOAD_PATH, at === nothing ? length(LOAD_PATH) + 1 : at, dir)
+    return true
+end
+
+"""The packages (first names of `using`/`import` paths) the parsed code `ex` imports unconditionally."""
+function imported_packages!(names::Vector{String}, ex)
+    ex isa Expr || return names
+    if ex.head in (:using, :import)
+        for arg in ex.args
+            path = arg isa Expr && arg.head === :(:) ? arg.args[1] : arg   # `using A: f`
+            path isa Expr && path.head === :. && !isempty(path.args) || continue
+            root = path.args[1]
+            # `.Local` is a module of the file's own; Base and Core are always there.
+            root isa Symbol && !(root in (:., :Base, :Core, :Main)) && push!(names, String(root))
+        end
+    elseif ex.head in (:toplevel, :block)
+        foreach(a -> imported_packages!(names, a), ex.args)
+    elseif ex.head === :module
+        imported_packages!(names, ex.args[3])
+    end
+    # Imports under `if`, `try`, functions... may be meant to fail: the file decides.
+    return names
+end
+
+"""Why `using name` in Main would fail, or "" if it would not: Base.require's own two lookups."""
+function package_problem(name::String)
+    id = Base.identify_package(name)
+    id === nothing && return "no environment on the load path lists it"
+    haskey(Base.loaded_modules, id) && return ""
+    Base.locate_package(id) === nothing &&
+        return "an environment lists it ($(id.uuid)), but no Manifest.toml on the load path resolves it " *
+               "to a copy in a depot (not installed, or its environment not instantiated)"
+    return ""
+end
+
+"""
+Stack the environment of op folder `dir`, if it has a Project.toml, and look
+up the packages the Julia file `source` imports at top level.  Returns ""
+when all of them load, else one line per missing package, "Name: why", and
+then LOAD_PATH is left as it was.  Nothing of `source` is run (a syntax error
+is left for `include` to report).
+"""
+function use_op_environment(dir::String, source::String)
+    added = has_project(dir) && add_op_environment!(dir)
+    ex = Base.parse_input_line(read(source, String); filename = source)
+    lines = String[]
+    for name in unique!(imported_packages!(String[], ex))
+        why = package_problem(name)
+        isempty(why) || push!(lines, "$name: $why")
+    end
+    isempty(lines) || !added || filter!(!=(dir), LOAD_PATH)
+    return join(lines, "\n")
+end
+
+uuid_in(text::AbstractString, pattern::Regex) = (m = match(pattern, text); m === nothing ? "" : String(m[1]))
+
+readdir_or_empty(dir::AbstractString) = isdir(dir) ? readdir(dir) : String[]
+
+"""
+The UUID of package `name`, from what this Julia can see: an environment on
+the load path, the standard library, a registry or an installed copy in a
+depot.  Also whether `using` could load it as things stand (a manifest on the
+load path resolves it to an installed copy).  Returns "uuid loadable"
+(loadable is true or false), or "" if Julia knows no such package.
+"""
+function package_uuid(name::String)
+    Base.isidentifier(name) || return ""
+    id = Base.identify_package(name)
+    uuid = id === nothing || id.uuid === nothing ? "" : string(id.uuid)
+    if isempty(uuid)
+        stdlib = joinpath(Sys.STDLIB, name, "Project.toml")
+        isfile(stdlib) && (uuid = uuid_in(read(stdlib, String), r"(?m)^uuid\s*=\s*\"([0-9a-f-]{36})\""))
+    end
+    for depot in DEPOT_PATH
+        isempty(uuid) || break
+        # An installed copy: packages/<name>/<slug>/Project.toml.
+        for slug in readdir_or_empty(joinpath(depot, "packages", name))
+            project = joinpath(depot, "packages", name, slug, "Project.toml")
+            isfile(project) || continue
+            uuid = uuid_in(read(project, String), r"(?m)^uuid\s*=\s*\"([0-9a-f-]{36})\"")
+            isempty(uuid) || break
+        end
+        # A registry (a git clone, as Julia 1.5's Pkg keeps them): `<uuid> = { name = "<name>", ... }`.
+        for registry in readdir_or_empty(joinpath(depot, "registries"))
+            isempty(uuid) || break
+            file = joinpath(depot, "registries", registry, "Registry.toml")
+            isfile(file) || continue
+            pattern = Regex("(?m)^\\s*([0-9a-f-]{36})\\s*=\\s*\\{\\s*name\\s*=\\s*\"" * name * "\"")
+            uuid = uuid_in(read(file, String), pattern)
+        end
+    end
+    isempty(uuid) && return ""
+    loadable = Base.locate_package(Base.PkgId(Base.UUID(uuid), name)) !== nothing
+    return "$uuid $loadable"
+end
+
+add_extra_depot!()
 
 end # module TFBridge

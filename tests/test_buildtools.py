@@ -149,18 +149,21 @@ def test_a_failed_runtime_build_is_kept_and_named(tmp_path, monkeypatch):
 
 
 @julia_needed
-def test_the_runtime_key_covers_its_sources_not_its_docs(tmp_path, monkeypatch):
-    """Editing a README must not rebuild the runtime (and with it every op);
-    editing anything the build reads must."""
+def test_the_runtime_key_covers_what_its_build_reads(tmp_path, monkeypatch):
+    """Editing a README or an installer script must not rebuild the runtime
+    (and with it every op); editing anything the build reads must."""
     from bridge import _paths, julia_runtime
 
-    sources = tmp_path / "kernels_cpp"
+    sources, julia_sources = tmp_path / "kernels_cpp", tmp_path / "julia"
     shutil.copytree(_paths.kernels_cpp_dir(), sources)
+    shutil.copytree(_paths.julia_dir(), julia_sources)
     monkeypatch.setattr(_paths, "kernels_cpp_dir", lambda: sources)
+    monkeypatch.setattr(_paths, "julia_dir", lambda: julia_sources)
     before = julia_runtime.runtime_hash()
-    for doc in sources.rglob("*.md"):
+    for doc in list(sources.rglob("*.md")) + [julia_sources / "install-julia.sh"]:
         doc.write_text(doc.read_text() + "\nA new paragraph.\n")
     assert julia_runtime.runtime_hash() == before
-    header = sources / "include" / "tfjl" / "runtime.h"
-    header.write_text(header.read_text() + "\n// a change\n")
-    assert julia_runtime.runtime_hash() != before
+    for read_by_the_build in (sources / "include" / "tfjl" / "runtime.h", julia_sources / "TFBridge.jl"):
+        read_by_the_build.write_text(read_by_the_build.read_text() + "\n# a change\n")
+        assert julia_runtime.runtime_hash() != before
+        before = julia_runtime.runtime_hash()

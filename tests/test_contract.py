@@ -110,7 +110,7 @@ def test_entry_layout_is_the_table():
     lines += [f"@attr {d.spec} t{d.code}" for d in contract.DTYPES if d.attr is not None]
     entry, = [e for e in codegen.entries(parse("\n".join(lines))) if e.op == "Probe"]
     slot = {p.name: 1 for p in contract.ENTRY_PARAMS}
-    expected = [f"TFBridge.tensor(Float64, Val(1), data, {slot['data']}, ints, {slot['ints']})"]
+    expected = [f"TFBridge.tensor(Float64, Val(1), data, {slot['data']}, ints, {slot['ints']}, :y)"]
     for array, n in contract.tensor_slots(1).items():
         slot[array] += n
     for d in numeric:

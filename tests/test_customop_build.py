@@ -181,6 +181,90 @@ def test_error_excerpt_keeps_errors_and_their_context():
     assert buildtools.error_excerpt("something odd\nhappened\n") == "  something odd\n  happened"
 
 
+# ------------------------------------------------------------------ op names TensorFlow has
+
+@pytest.mark.skipif(bool(MISSING), reason=f"no toolchain: {MISSING}")
+@pytest.mark.parametrize("name", ["Square", "SparseToDense"])
+def test_an_op_name_tensorflow_has_is_refused_before_anything_is_built(tmp_path, name):
+    """TensorFlow would ignore the library's registration and keep its own
+    op: the spec error names the file, the op-name line and the clash, and
+    nothing is generated or compiled."""
+    spec_path = tmp_path / "custom_op.txt"
+    spec_path.write_text(f"# An op name TensorFlow already has.\n\n{name}\ndouble x(n)\ndouble y(n) -> output\n")
+    with pytest.raises(SpecError) as info:
+        build(tmp_path)
+    assert str(info.value) == (
+        f"{spec_path}:3: op name {name} cannot be used: TensorFlow already has an op named {name} (built in), "
+        "which would stay in place of this library's (its name is taken); rename the op")
+    assert _visible(tmp_path) == ["custom_op.txt"]
+
+
+def test_parsing_an_op_name_tensorflow_has_needs_no_tensorflow():
+    """parse() checks only the spec (the fuzzer calls it by the thousand):
+    the registry check belongs to the build, and TensorFlow stays unloaded."""
+    code = ("import bridge.customop as c\n"
+            "spec = c.parse('Square\\ndouble x(n)\\ndouble y(n) -> output\\n')\n"
+            "assert spec.name == 'Square' and spec.line == 1\n"
+            "print('libtensorflow' in open('/proc/self/maps').read())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"no toolchain: {MISSING}")
+def test_cli_build_of_an_op_name_tensorflow_has_exits_non_zero(tmp_path):
+    (tmp_path / "custom_op.txt").write_text("Square\ndouble x()\ndouble y() -> output\n")
+    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "customop", "build", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines()[-1] == (
+        f"tfbridge: {tmp_path / 'custom_op.txt'}:1: op name Square cannot be used: TensorFlow already has an op "
+        "named Square (built in), which would stay in place of this library's (its name is taken); rename the op")
+    assert _visible(tmp_path) == ["custom_op.txt"]
+
+
+RUN_CLASH = """
+import sys
+from pathlib import Path
+from bridge import customop
+
+first, second = map(Path, sys.argv[1:])
+customop.load(first)          # registers the op type LoadClashGrad
+library = customop.build(second)  # not built into TensorFlow: the build goes ahead
+try:
+    customop.load(second)     # LoadClash's gradient op would be LoadClashGrad
+    raise SystemExit("loaded an op whose gradient op's name another library took")
+except customop.SpecError as e:
+    print(e)
+"""
+
+
+@needs_toolchain
+def test_load_refuses_an_op_type_another_loaded_library_registered(tmp_path):
+    """Names of ops that libraries loaded in this process registered are not
+    the build's business (another build of the same op is one of them), but
+    load() still refuses them: here the gradient op's name."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, text, julia in [
+            (first, "LoadClashGrad\nint64 x(n)\nint64 y(n) -> output\n", "load_clash_grad(y, x) = (y .= x; nothing)\n"),
+            (second, "# gradient op: LoadClashGrad\nLoadClash\ndouble x(n)\ndouble y(n) -> output\n",
+             "load_clash(y, x) = (y .= x; nothing)\n")]:
+        folder.mkdir()
+        (folder / "custom_op.txt").write_text(text)
+        (folder / (_julia_file(text))).write_text(julia)
+    proc = subprocess.run([sys.executable, "-c", RUN_CLASH, str(first), str(second)], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.strip() == (
+        f"{second / 'custom_op.txt'}:2: the op name LoadClash cannot be used: TensorFlow already has an op named "
+        "LoadClashGrad (built in, or from another loaded library); rename the op")
+
+
+def _julia_file(spec_text: str) -> str:
+    return codegen.julia_file_name(parse(spec_text))
+
+
 # ------------------------------------------------------------------ CLI
 
 def test_cli_init(tmp_path, capsys):

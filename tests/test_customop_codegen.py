@@ -103,13 +103,16 @@ def test_dims_in_shape_function_and_kernel():
     assert "TF_RETURN_IF_ERROR(ctx->Merge(n, ctx->Dim(w1, 1), &n));" in cc
     assert "if (w1.dim_size(1) != n) {" in cc
     assert "TwoLayer: input 'w1' must have shape (h,n) with n = \", n, \" (from input 'x')" in cc
-    assert "const Size size = m * n;" in cc           # int64 with overflow detected
-    assert "const Size size = FloorDiv(h + 1, 2);" in cc
-    assert "which overflows 64 bits (m = \", m_value, \", n = \", n_value, \")" in cc
+    # int64 with overflow detected; the parameters are the dimensions' names
+    assert ("absl::StatusOr<int64_t> DimY_0(int64_t m, int64_t n) {\n"
+            "  return SizeOf(Size(m) * Size(n), \"TwoLayer: output 'y' dimension 0 is m*n\", "
+            "{{\"m\", m}, {\"n\", n}});") in cc
+    assert "SizeOf(FloorDiv(Size(h) + 1, 2), " in cc
+    assert "TF_ASSIGN_OR_RETURN(const int64_t y_0, DimY_0(m, n));" in cc
     cc = codegen.kernel_source(_spec("ZeroOutRow"))
-    assert "TF_RETURN_IF_ERROR(ctx->WithValue(ctx->Dim(indices, 1), 2, &unused));" in cc
+    assert "TF_RETURN_IF_ERROR(HasSize(ctx, ctx->Dim(indices, 1), 2));" in cc
     assert "ctx->set_output(0, ctx->MakeShape({ctx->UnknownDim(), 2}));" in cc
-    assert "frame->DynamicOutput(tfjl::DType::Int64, {-1, 2});" in cc
+    assert "frame->DynamicOutput(tfjl::DType::Int64, {-1, 2}, \"oindices\");" in cc
 
 
 def test_free_dimension_shared_by_dynamic_outputs():
@@ -117,8 +120,17 @@ def test_free_dimension_shared_by_dynamic_outputs():
     cc = codegen.kernel_source(spec)
     assert "DimensionHandle j = ctx->UnknownDim();" in cc
     assert "ctx->set_output(1, ctx->MakeShape({j, 2}));" in cc
-    assert "const int64_t j = args[0].result_dims[0];" in cc
-    assert "if (args[1].result_dims[0] != j) {" in cc
+    assert "if (args[1].result_dims[0] != args[0].result_dims[0]) {" in cc
+
+
+def test_the_stub_documents_dynamic_outputs_as_assigned_and_as_arrays_to_the_gradient():
+    """The forward function assigns a dynamic output (a Ref); the gradient
+    function gets TensorFlow's tensor of that output, an array like any input."""
+    stub = codegen.julia_stub(_spec("SinkhornKnopp"))
+    assert ("- `p`     output: Ref: assign a Float64 array of size (?, ?): `p[] = A` (the output takes A's size, "
+            "so there is nothing to write in place)") in stub
+    assert "- `p`       forward output: Float64 matrix of size (?, ?), read-only\n" in stub
+    assert "forward output: Ref" not in stub
 
 
 def test_no_blank_line_runs():

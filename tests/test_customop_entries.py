@@ -179,7 +179,7 @@ def test_a_wrong_rank_reaching_an_entry_is_an_error_not_a_crash(tanh_op):
         good = ops.entry_tanh_grad(np.ones(3), np.zeros(3), np.zeros(3))
     with bridge.Session(g) as s:
         with pytest.raises(errors.InvalidArgumentError, match=r"EntryTanhGrad: Julia function entry_tanh_grad "
-                                                              r"failed: ArgumentError: argument 1 has rank 2 "
+                                                              r"failed: ArgumentError: output 'grad_x' has rank 2 "
                                                               r"where the op's spec says 1"):
             s.run(bad)
         np.testing.assert_array_equal(s.run(good), np.ones(3))

@@ -128,6 +128,17 @@ double y(n) -> output
     assert (spec.forward, spec.backward) == ("scale!", "scale_back")
 
 
+def test_functions_inside_modules():
+    spec = parse("Op\ndouble x()\ndouble y() -> output\n@forward MyModule.op!\n")
+    assert (spec.forward, spec.backward) == ("MyModule.op!", "MyModule.op_grad!")
+    spec = parse("Op\ndouble x()\ndouble y() -> output\n@forward A.B.f\n@backward C.g\n")
+    assert (spec.forward, spec.backward) == ("A.B.f", "C.g")
+
+
+def test_the_spec_keeps_the_op_name_line():
+    assert parse("# comment\n\nOp\ndouble y() -> output\n").line == 3
+
+
 def test_default_backward_of_a_bang_function():
     spec = parse("Op\ndouble x()\ndouble y() -> output\n@forward op!\n")
     assert spec.backward == "op_grad!"
@@ -237,7 +248,7 @@ ERRORS = [
     ("Op\ndouble x(N)\ndouble y() -> output\n", 2, "dimension name 'N' must be lower-case"),
     ("Op\ndouble x(2-5)\ndouble y() -> output\n", 2, "is negative (-3)"),
     ("Op\ndouble x(n)\ndouble y(x) -> output\n", 3, "dimension name 'x' in the shape of 'y' is also an argument name"),
-    ("Op\ndouble x(known)\ndouble y() -> output\n", 2, "dimension name 'known' is reserved"),
+    ("Op\ndouble x(frame)\ndouble y() -> output\n", 2, "dimension name 'frame' is reserved"),
     ("Op\ndouble x(n+1)\ndouble y() -> output\n", 2,
      "dimension 'n+1' of input 'x' uses 'n', which no input binds"),
     ("Op\ndouble x(k)\ndouble y() -> output\n@attr double k\n", 2,
@@ -260,6 +271,17 @@ ERRORS = [
     ("Op\ndouble x()\ndouble y() -> output\n@forward a b\n", 4, "got 'a b'"),
     ("Op\ndouble x()\ndouble y() -> output\n@backward f-g\n", 4, "@backward expects one Julia function name"),
     ("Op\ndouble x()\ndouble y() -> output\n@forward f\n@forward g\n", 5, "@forward given twice (first on line 4)"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward end.f\n", 4,
+     "@forward end.f: 'end' is not a valid Julia module name (a Julia keyword): choose another name"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward M.in.f\n", 4,
+     "'in' is not a valid Julia module name (an infix operator: 'module in' does not parse)"),
+    ("Op\ndouble x()\ndouble y() -> output\n@backward M.ccall\n", 4,
+     "'ccall' is not a valid Julia function name (Julia keeps it for its ccall(...) special form)"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward M.__\n", 4, "'__' is not a valid Julia function name (only"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward M.\n", 4, "@forward expects one Julia function name"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward M..f\n", 4, "@forward expects one Julia function name"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward M!.f\n", 4, "@forward expects one Julia function name"),
+    ("Op\ndouble x()\ndouble y() -> output\n@forward .f\n", 4, "@forward expects one Julia function name"),
     ("Op\ndouble x()\ndouble grad_x() -> output\n", 3, "clashes with the gradient op OpGrad"),
 ]
 

@@ -77,6 +77,7 @@ function dyn_echo(a2, b2, c2, d2, e2, w2, s, t, a, b, c, d, e, w, form)
           form == 6 ? zeros(Int64, m, 3) :               # not (j, 2)
           [i + 10k for i in 1:m, k in 1:2]
     form == 7 && (b2[] = nothing)                        # as if never assigned
+    form == 8 && (a2[] = "text")                         # no Float64 array
     return nothing
 end
 """
@@ -152,13 +153,127 @@ def test_shape_checks_and_unassigned_outputs_are_errors_and_the_session_goes_on(
                 "DynEcho: output 't' dimension 0 is j, which output 's' sets to 5, but dyn_echo returned 6")):
             sess.run(outs[5], feed)
         with pytest.raises(errors.InvalidArgumentError,
-                           match=re.escape("dynamic output (argument 8) has shape (5, 3), expected (?, 2)")):
+                           match=re.escape("dynamic output 't' has shape (5, 3), expected (?, 2)")):
             sess.run(outs[6], feed)
         with pytest.raises(errors.InvalidArgumentError, match=re.escape(
-                "dynamic output (argument 2) was not assigned: the function must set it, e.g. `o[] = A`")):
+                "dynamic output 'b2' was not assigned: the function must set it, e.g. `b2[] = A`")):
             sess.run(outs[7], feed)
         got = sess.run(outs[0], feed)
         np.testing.assert_array_equal(got[1], feed[inputs["b"]])
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_errors_name_dynamic_outputs_by_their_spec_names(echo, mode):
+    g, inputs, outs = _graph(echo, [8])
+    feed = {inputs[name]: _values(DTYPES[name], shape, seed=1)
+            for name, shape in zip(DTYPES, [(5,), (2, 3), (1, 2, 3), (2, 2), (1, 1, 2), (1, 2)])}
+    with bridge.Session(g, config=MODES[mode]) as sess:
+        with pytest.raises(errors.InvalidArgumentError, match=re.escape(
+                "DynEcho: Julia function dyn_echo failed: ArgumentError: dynamic output 'a2' holds a String, "
+                "which does not convert to an Array{Float64}")):
+            sess.run(outs[8], feed)
+
+
+# --- what the Julia function may do with a dynamic output, and what the gradient sees
+
+DYN_SPEC = """
+DynGrad
+double x(n)
+double p(?) -> output
+@attr int64 how = 0
+"""
+
+DYN_JL = """
+# how: 0 assigns p, as documented; 1 broadcasts into it; 2 sets an element; 3 reads it first
+function dyn_grad(p, x, how)
+    how == 1 && (p .= 2 .* x)
+    how == 2 && (p[1] = 1.0)
+    how == 3 && (p[] .+= 1)
+    p[] = 2 .* x
+    return nothing
+end
+
+# What the gradient function received as the forward output p: recorded for the test.
+const SEEN = Ref{Any}(nothing)
+function dyn_grad_grad(grad_x, grad_p, p, x, how)
+    refused = try
+        p[1] = 0.0
+        false
+    catch e
+        e isa TFBridge.ReadOnlyInputError
+    end
+    SEEN[] = (p isa AbstractVector{Float64}, p isa Ref, collect(p), refused)
+    grad_x .+= 2 .* grad_p
+    return nothing
+end
+"""
+
+
+@pytest.fixture(scope="module")
+def dyn_grad(tmp_path_factory):
+    folder = op_folder(tmp_path_factory.mktemp("dyngrad"), "DynGrad", DYN_SPEC, DYN_JL)
+    return customop.load(folder), folder
+
+
+@pytest.mark.parametrize("path", ["entry", "generic"])
+def test_the_gradient_function_gets_a_dynamic_output_as_a_read_only_array(dyn_grad, path):
+    """The gradient op takes the forward op's outputs as inputs: a dynamic
+    output arrives as TensorFlow's tensor of the size Julia gave it, like any
+    input (an array, read-only), not as the Ref the forward function assigned."""
+    from bridge import julia
+
+    ops, folder = dyn_grad
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [3], name="x")
+        p = ops.dyn_grad(x)
+        (dx,) = bridge.gradients(bridge.ops.sum(p, [0]), [x])
+    if path == "generic":
+        julia.register_entry("DynGradGrad", 0)
+    try:
+        before = julia.entry_calls()
+        with bridge.Session(g) as sess:
+            got_p, got_dx = sess.run([p, dx], {x: np.array([1.0, 2.0, 3.0])})
+        assert julia.entry_calls() - before == (1 if path == "entry" else 0)  # the forward op has no entry
+        seen = [julia.eval(f"SEEN[][{k}]") for k in range(1, 5)]
+    finally:
+        customop.load(folder)  # registers the entry again (and includes dyn_grad.jl: SEEN is new)
+    np.testing.assert_array_equal(got_p, [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(got_dx, [2.0, 2.0, 2.0])
+    is_vector, is_ref, values, refused = seen
+    assert is_vector and not is_ref and refused
+    np.testing.assert_array_equal(values, [2.0, 4.0, 6.0])
+
+
+@pytest.mark.parametrize("how, message", [
+    (1, "DynGrad: Julia function dyn_grad failed: ArgumentError: dynamic output 'p' is assigned, not written in "
+        "place: `p[] = A` sets it to the array A, whose size becomes the output's"),
+    (2, "ArgumentError: dynamic output 'p' is assigned, not written in place: `p[] = A`"),
+    (3, "ArgumentError: dynamic output 'p' has no value yet: the function assigns it, `p[] = A`, before reading it"),
+])
+def test_writing_into_a_dynamic_output_says_to_assign_it(dyn_grad, how, message):
+    ops, _ = dyn_grad
+    g = bridge.Graph()
+    with g.as_default():
+        p = ops.dyn_grad(np.array([1.0, 2.0]), how=how)
+        ok = ops.dyn_grad(np.array([1.0, 2.0]))
+    with bridge.Session(g) as sess:
+        with pytest.raises(errors.InvalidArgumentError, match=re.escape(message)):
+            sess.run(p)
+        np.testing.assert_array_equal(sess.run(ok), [2.0, 4.0])
+
+
+def test_a_resized_string_output_is_named(tmp_path):
+    ops = customop.load(op_folder(tmp_path, "StrOut", "StrOut\nstring s(n)\nstring t(n) -> output\n",
+                                  "str_out(t, s) = (resize!(t, 1); t[1] = s[1]; nothing)\n"))
+    g = bridge.Graph()
+    with g.as_default():
+        t = ops.str_out(np.array([b"a", b"b"], dtype=object))
+    with bridge.Session(g) as sess:
+        with pytest.raises(errors.InvalidArgumentError, match=re.escape(
+                "StrOut: Julia function str_out failed: string output 't' now has 1 elements, expected 2: "
+                "fill it in place")):
+            sess.run(t)
 
 
 # --- the output pool's allocation failure ------------------------------------
@@ -207,7 +322,7 @@ with bridge.Session() as sess:
         sess.run(y, {x: xv})
         raise SystemExit("no error with an allocator that fails")
     except errors.ResourceExhaustedError as e:
-        assert "out of memory for output 0 (24 bytes)" in e.message, e.message
+        assert "out of memory for output 'y' (24 bytes)" in e.message, e.message
     assert asked, "the pool did not call the installed allocator"
 
     del asked[:]
@@ -216,7 +331,7 @@ with bridge.Session() as sess:
         sess.run(p, {x: xv})
         raise SystemExit("no error for the dynamic output")
     except errors.ResourceExhaustedError as e:
-        assert ("PoolFail: Julia function pool_fail failed: dynamic output (argument 2): "
+        assert ("PoolFail: Julia function pool_fail failed: dynamic output 'p': "
                 "out of memory for output 1 (800 bytes)") in e.message, e.message
     assert sorted(asked) == [128, 1088], asked  # 64-byte header + class size
 

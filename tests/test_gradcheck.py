@@ -54,7 +54,6 @@ def test_wrong_python_gradient_fails_with_first_order_slope_one() -> None:
 
 
 def test_plot_is_a_png_with_reference_lines(tmp_path) -> None:
-    pytest.importorskip("matplotlib")
     path = tmp_path / "convergence.png"
     result = gradcheck(_model("TestSquareGradMissingFactor"), X0, plot=str(path))
     assert result.plot == str(path)

@@ -341,7 +341,6 @@ def test_cpp_exceptions_still_unwind_in_extensions_imported_after_julia():
     """libjulia's libunwind must not take over _Unwind_*: pybind11 modules
     imported after Julia (matplotlib's ft2font throws and catches internally
     while importing) would otherwise abort the process."""
-    pytest.importorskip("matplotlib", reason="matplotlib (the 'plot' extra) is not installed")
     code = ("import bridge; bridge.julia.init(); import matplotlib; matplotlib.use('Agg'); "
             "import matplotlib.pyplot as plt; plt.figure(); "
             "print(bridge.julia.eval('try error(\"x\") catch e; 7 end'))")

@@ -11,48 +11,87 @@ functions)::
 
 The same from a shell: ``tfbridge customop init Twice ops/twice`` and
 ``tfbridge customop build ops/twice``.
+
+Julia packages: an op folder may hold its own Julia environment
+(``Project.toml``, ``Manifest.toml``), which ``load`` stacks on Julia's load
+path (:mod:`bridge.customop.environment`);
+``init("Erf", "ops/erf", packages=["SpecialFunctions"])`` scaffolds one.
 """
 from __future__ import annotations
 
 import os
 import re
 import types
+import warnings
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
+from . import environment
 from .build import SPEC_FILE, BuildError, build, cache_key
 from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
-from .spec import SpecError, parse, parse_file
+from .environment import JuliaPackageError
+from .spec import SpecError, op_types, parse, parse_file
 
 __all__ = ["init", "build", "load", "parse", "parse_file", "cache_key", "julia_stub", "SpecError",
-           "BuildError", "OpSpec", "Arg", "Attr", "Expr", "SPEC_FILE"]
+           "BuildError", "JuliaPackageError", "OpSpec", "Arg", "Attr", "Expr", "SPEC_FILE"]
 
 # The scaffold's Julia bodies, for its spec `double x(n)` -> `double y(n)`: y = 2x.
 _EXAMPLE_FORWARD = ["y .= 2 .* x"]
 _EXAMPLE_BACKWARD = ["grad_x .+= 2 .* grad_y"]
 
 
-def init(name: str, directory: Union[str, Path]) -> list[Path]:
+def init(name: str, directory: Union[str, Path], packages: Sequence[str] = ()) -> list[Path]:
     """Scaffold op ``name`` in ``directory``: custom_op.txt and a working Julia
-    example (y = 2x and its gradient) to edit.  Refuses to overwrite existing
-    files; returns the paths written."""
+    example (y = 2x and its gradient) to edit.  With ``packages`` (Julia
+    package names), also a Project.toml listing them with their UUIDs, as
+    Julia finds them (environments, registries, installed packages), and a
+    Julia file that loads them with ``using``: JuliaPackageError if Julia knows
+    no such package; a warning if it knows one it cannot load yet.
+    Refuses to overwrite existing files; returns the paths written."""
     spec_text = scaffold_spec(name)
     directory = Path(directory)
     spec = parse(spec_text, str(directory / SPEC_FILE))  # checks the name before writing anything
+    environment.check_package_names(packages)
+    packages = list(dict.fromkeys(packages))
     files = {
         directory / SPEC_FILE: spec_text,
-        directory / julia_file_name(spec): julia_stub(spec, _EXAMPLE_FORWARD, _EXAMPLE_BACKWARD),
+        directory / julia_file_name(spec): _with_imports(julia_stub(spec, _EXAMPLE_FORWARD, _EXAMPLE_BACKWARD),
+                                                         packages),
     }
+    if packages:
+        files[directory / environment.PROJECT_FILE] = ""
     existing = [str(p) for p in files if p.exists()]
     if existing:
         raise FileExistsError(f"not overwriting {', '.join(existing)}: init scaffolds a new op; "
                               "pick another folder or remove the files")
+    if packages:
+        # Asks Julia (started here if need be) before anything is written.
+        uuids = environment.package_uuids(packages, directory)
+        files[directory / environment.PROJECT_FILE] = environment.project_text(uuids)
+        absent = [p for p, (_, loadable) in uuids.items() if not loadable]
+        if absent:
+            them = "it" if len(absent) == 1 else "them"
+            warnings.warn(f"Julia knows {', '.join(absent)} but cannot load {them} yet (no Manifest.toml on "
+                          f"its load path resolves {them} to an installed copy): before loading the op, run "
+                          f"julia --project={directory.resolve()} -e 'using Pkg; Pkg.instantiate()' where "
+                          f"Julia's registry is reachable, or set {environment.EXTRA_DEPOT_VARIABLE} to a depot "
+                          f"whose environment lists {them}", stacklevel=2)
     directory.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
         with open(path, "x", encoding="utf-8") as f:  # "x": never clobber a file that appeared meanwhile
             f.write(text)
     return list(files)
+
+
+def _with_imports(julia_source: str, packages: Sequence[str]) -> str:
+    """The scaffold's Julia file with ``using <packages>`` after its leading comment block."""
+    if not packages:
+        return julia_source
+    lines = julia_source.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    using = f"using {', '.join(packages)}   # listed, with their UUIDs, in {environment.PROJECT_FILE}\n"
+    return "".join(lines[:at]) + "\n" + using + "".join(lines[at:])
 
 
 def load(directory: Union[str, Path]) -> types.ModuleType:
@@ -61,9 +100,12 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     named in snake_case: ``ops.two_layer``, ``ops.two_layer_grad``).
 
     Everything that can refuse the op (its spec, its build, its Julia file's
-    presence, its op names, its compiled entries) is checked before any Julia
-    code runs: a refused load changes nothing, in particular not an op of the
-    same name loaded before."""
+    presence, its op names, its compiled entries, the Julia packages its file
+    imports at top level) is checked before any of its Julia code runs: a
+    refused load changes nothing, in particular not an op of the same name
+    loaded before.  A folder holding a Project.toml adds its environment to
+    Julia's load path first; a package Julia cannot load raises
+    JuliaPackageError, naming it, the folder and how to add it."""
     import bridge
     from .. import julia
 
@@ -77,7 +119,18 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     _check_names_are_free(spec, library)
     entries_source = _entries_to_register(spec, library.parent / entries_file_name(spec))
     # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
-    julia.include(source)
+    # The op's own environment (a Project.toml in its folder) joins Julia's
+    # load path, and the packages its file imports are looked up, before any
+    # of its code runs: a missing one refuses the load.
+    environment.use(spec.name, directory, source)
+    try:
+        julia.include(source)
+    except julia.JuliaError as exc:
+        # A `using` the look-up could not see (inside an `if`, a function, another file).
+        explained = environment.explain_load_error(spec.name, directory, source, exc)
+        if explained is not None:
+            raise explained from exc
+        raise
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
@@ -120,17 +173,17 @@ def _register_entries(spec: OpSpec, source: Path) -> None:
 
 def _check_names_are_free(spec: OpSpec, library: Path) -> None:
     """TensorFlow ignores a library's registration of an op name it already
-    knows (a built-in op such as Square, or an op of another library), which
-    would leave the op silently missing: refuse such a name up front."""
+    knows, which would leave the op silently missing: refuse such a name up
+    front.  build() refused names built into TensorFlow before compiling
+    anything; what is left are ops of other libraries loaded in this process
+    (another op folder with the same op name, or an earlier build of this one)."""
     from .. import op_library
 
     if op_library.is_loaded(library):
         return
-    for op_type in (spec.name, f"{spec.name}Grad"):
+    for op_type in op_types(spec):
         if op_library.is_registered(op_type):
-            name_line = next((i for i, text in enumerate(spec.source.splitlines(), 1)
-                              if text.strip() and not text.lstrip().startswith("#")), 1)
-            raise SpecError(spec.path, name_line,
+            raise SpecError(spec.path, spec.line,
                             f"the op name {spec.name} cannot be used: TensorFlow already has an op named "
                             f"{op_type} (built in, or from another loaded library); rename the op")
 

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Union
 from .. import buildtools, cache, julia_runtime
 from . import codegen, toolchain
 from .model import OpSpec
-from .spec import parse_file
+from .spec import SpecError, op_types, parse_file
 
 SPEC_FILE = "custom_op.txt"
 _KEY_LENGTH = 16
@@ -66,8 +66,8 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
     """Build (or find cached) the op of ``<directory>/custom_op.txt``; return lib<Op>.so.
 
     Progress lines go to stderr unless ``progress`` is given.  Raises SpecError
-    for a bad spec (nothing is written then) and BuildError when cmake or the
-    compiler fails.
+    for a bad spec, or an op name TensorFlow has built in (nothing is written
+    then), and BuildError when cmake or the compiler fails.
     """
     directory = Path(directory).resolve()
     spec = parse_file(directory / SPEC_FILE)
@@ -82,6 +82,10 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
     if library.is_file():
         _offer_runtime_copy(final)
         return library
+    # Only a build needs the check: a cached library passed it, with this
+    # TensorFlow (the key covers it), and loading TensorFlow's registry costs
+    # a cached build more than the rest of it.
+    check_not_built_in(spec)
 
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -102,6 +106,24 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
             prune(root, keep=key)
     _offer_runtime_copy(final)
     return library
+
+
+def check_not_built_in(spec: OpSpec) -> None:
+    """Refuse a spec whose op, or gradient op, has the name of an op built
+    into TensorFlow (Square, SparseToDense, TanhGrad): TensorFlow would ignore
+    the library's registration and keep its own op under that name.  Ops that
+    libraries loaded in this process registered are not built in (the op's
+    own earlier build among them): customop.load refuses a clash with those."""
+    from .. import op_library
+
+    loaded = op_library.library_op_names()
+    for op_type in op_types(spec):
+        if op_type not in loaded and op_library.is_registered(op_type):
+            what = "its name" if op_type == spec.name else f"the name of its gradient op, {op_type},"
+            raise SpecError(spec.path, spec.line,
+                            f"op name {spec.name} cannot be used: TensorFlow already has an op named {op_type} "
+                            f"(built in), which would stay in place of this library's ({what} is taken); "
+                            "rename the op")
 
 
 def _offer_runtime_copy(folder: Path) -> None:

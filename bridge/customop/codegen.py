@@ -81,7 +81,11 @@ class ArgView:
         return "(" + ", ".join(d.text for d in self.dims) + ("," if self.rank == 1 else "") + ")"
 
     def julia_doc(self, role: str) -> str:
-        """What the Julia function receives for this argument and what to do with it."""
+        """What the Julia function receives for this argument and what to do
+        with it, as an "output" of the function, an "input" (which a forward
+        output is to the gradient function: TensorFlow's tensor, whatever
+        size Julia gave a dynamic one), or a "gradient" to accumulate into
+        (only what it is: the caller says what to do)."""
         t = self.julia_type
         if self.is_string:
             if role == "input":
@@ -89,19 +93,28 @@ class ArgView:
             if self.dynamic:
                 return f"Ref: assign an Array{{String}} of size {self.size_text}: `{self.name}[] = A`"
             return f"Array{{String}} of size {self.size_text}, filled with \"\": set its elements"
-        if self.dynamic:
-            return f"Ref: assign a {t} array of size {self.size_text}: `{self.name}[] = A`"
+        if self.dynamic and role == "output":
+            return (f"Ref: assign a {t} array of size {self.size_text}: `{self.name}[] = A` (the output "
+                    f"takes A's size, so there is nothing to write in place)")
         if self.rank == 0:
             kind = f"{t} scalar (a 0-dimensional array)"
-            use = f"read `{self.name}[]`" if role == "input" else f"set `{self.name}[] = v`"
-            return f"{kind}: {use}"
+            if role == "gradient":
+                return kind
+            return f"{kind}, read-only: read `{self.name}[]`" if role == "input" else f"{kind}: set `{self.name}[] = v`"
         if self.rank == 1:
             kind = f"{t} vector of length {self.dims[0].text}"
         elif self.rank == 2:
             kind = f"{t} matrix of size {self.size_text}"
         else:
             kind = f"{t} array of size {self.size_text}"
-        return kind if role == "input" else kind + f": write it in place (`{self.name} .= ...`)"
+        if role == "gradient":
+            return kind
+        return kind + ", read-only" if role == "input" else kind + f": write it in place (`{self.name} .= ...`)"
+
+    @property
+    def gradient_doc(self) -> str:
+        """What a gradient op's output (grad_<input>) is to the backward function."""
+        return self.julia_doc("gradient") + f", zeros on entry: add into it (`{self.name} .+= ...`)"
 
     @property
     def cxx_dims(self) -> str:
@@ -134,13 +147,21 @@ class AttrView:
 @dataclass
 class DimFunction:
     """A C++ function computing one dimension expression, shared by shape
-    inference and the kernel so both agree."""
+    inference and the kernel so both agree.  Its parameters are the
+    dimensions' names; the expression wraps each in Size(...), so the
+    arithmetic detects overflow, and declares nothing else (a dimension may
+    be called anything the spec allows)."""
     name: str
     text: str                 # the spec's expression
     where: str                # "output 'y' dimension 0"
     params: list[str]
-    body: str                 # C++ expression over params
-    divisors: list[tuple[str, str]]  # (C++ expression, spec text) that must not be 0
+    body: str                 # C++ Size expression over params
+    divisors: list[tuple[str, str]]  # (C++ Size expression, spec text) that must not be 0
+
+    @property
+    def values(self) -> str:
+        """The DimValues list naming each parameter for messages: {{"m", m}, {"n", n}}."""
+        return "{" + ", ".join(f'{{"{p}", {p}}}' for p in self.params) + "}"
 
 
 @dataclass
@@ -195,13 +216,16 @@ class _Builder:
     def dim_function(self, arg: Arg, axis: int, expr: Expr, role: str) -> DimFunction:
         node = parse_expr(expr.text)
         params = list(expr.names)
+
+        def size(name: str) -> str:
+            return f"Size({name})"
         # Literal divisors are known non-zero (the parser rejects //0).
-        divs = [(render_expr(d, cxx=True), render_expr(d)) for d in divisors(node)
+        divs = [(render_expr(d, size, cxx=True), render_expr(d)) for d in divisors(node)
                 if not isinstance(d, Num)]
         self.uses_floordiv = self.uses_floordiv or "//" in expr.text
         fn = DimFunction(name=f"Dim{camel(arg.name)}_{axis}", text=expr.text,
                          where=f"{role} '{arg.name}' dimension {axis}", params=params,
-                         body=render_expr(node, cxx=True), divisors=divs)
+                         body=render_expr(node, size, cxx=True), divisors=divs)
         self.functions.append(fn)
         return fn
 
@@ -238,7 +262,10 @@ class _Builder:
         outputs = [self.arg_view(a, i, "output") for i, a in enumerate(spec.outputs)]
         used = {n for a in spec.inputs + spec.outputs for d in a.shape for n in dim_names(d)}
         attrs = [_attr_view(a, a.name in used) for a in spec.attrs]
-        bound = [BoundDim(b.name, b.attr, b.arg, b.axis) for b in self.bound.values()]
+        # An int64 attribute is a dimension only where a shape names it: the
+        # others stay attributes (the kernel declares no variable of their name).
+        bound = [BoundDim(b.name, b.attr, b.arg, b.axis) for b in self.bound.values()
+                 if b.attr is None or b.name in used]
         checks = self.checks(inputs, {b.name: b for b in bound})
         # Names only Julia can size: the first dynamic output naming one binds
         # it after the call, the others must agree.
@@ -261,7 +288,9 @@ class _Builder:
             "outputs": outputs,
             "attrs": attrs,
             "bound": bound,
+            "attr_dims": any(b.attr for b in bound),
             "checks": checks,
+            "size_checks": any(c.dim.kind != "bound" for c in checks),
             "free": free,
             "dim_functions": functions,
             "uses_floordiv": self.uses_floordiv,
@@ -377,15 +406,15 @@ def julia_stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
     body lists what to compute and raises an error naming the function."""
     ctx = context(spec)
     outputs, inputs, attrs, grad = ctx["outputs"], ctx["inputs"], ctx["attrs"], ctx["grad"]
+    functions = [("forward", spec.forward)] + ([("backward", spec.backward)] if grad else [])
     fwd = ([(a.name, "output", a.julia_doc("output")) for a in outputs]
            + [(a.name, "input", a.julia_doc("input")) for a in inputs]
            + [(t.name, "attribute", _attr_doc(t)) for t in attrs])
     extra = {"fwd_args": [r[0] for r in fwd], "fwd_doc": _doc_lines(fwd),
-             "forward_body": forward_body, "backward_body": backward_body}
+             "forward_body": forward_body, "backward_body": backward_body,
+             "stub_items": _stub_items(functions)}
     if grad:
-        bwd = ([(g.name, f"gradient of input {g.like}",
-                 g.julia_doc("input") + f", zeros on entry: add into it (`{g.name} .+= ...`)")
-                for g in grad["outputs"]]
+        bwd = ([(g.name, f"gradient of input {g.like}", g.gradient_doc) for g in grad["outputs"]]
                + [(g.name, f"gradient of output {g.like}", g.julia_doc("input"))
                   for g in grad["incoming"]]
                + [(a.name, "forward output", a.julia_doc("input")) for a in outputs]
@@ -394,6 +423,27 @@ def julia_stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
         extra.update(bwd_args=[r[0] for r in bwd], bwd_doc=_doc_lines(bwd))
     ctx.update(extra)
     return _environment().get_template("julia_stub.jl.j2").render(**ctx)
+
+
+def _stub_items(functions: list[tuple[str, str]]) -> list[dict]:
+    """The Julia stub's layout: each (kind, qualified name) function inside
+    the modules its name gives (MyModule.f: `f` in `module MyModule`), as
+    "open"/"close" items around "forward"/"backward" ones, in order."""
+    items: list[dict] = []
+    open_modules: list[str] = []
+    for kind, name in functions:
+        *modules, function = name.split(".")
+        shared = 0
+        while shared < min(len(modules), len(open_modules)) and modules[shared] == open_modules[shared]:
+            shared += 1
+        while len(open_modules) > shared:
+            items.append({"kind": "close", "name": open_modules.pop()})
+        for module in modules[shared:]:
+            items.append({"kind": "open", "name": module})
+            open_modules.append(module)
+        items.append({"kind": kind, "name": function})
+    items += [{"kind": "close", "name": m} for m in reversed(open_modules)]
+    return items
 
 
 @dataclass
@@ -405,10 +455,27 @@ class EntryArg:
 
 
 @dataclass
+class EntryModule:
+    """A module on the way from Main to a qualified function (MyModule of
+    MyModule.f), which the entry checks is still the one it was compiled
+    against: ``parent.name`` is ``path``."""
+    parent: str               # Julia expression: Main, Main.A
+    name: str                 # B
+    path: str                 # Main.A.B
+
+
+@dataclass
 class Entry:
     op: str                   # the op type whose kernels call it
-    function: str             # the user's Julia function
+    function: str             # the user's Julia function, from Main: f, MyModule.f, A.B.f
     args: list[EntryArg]
+
+    @property
+    def modules(self) -> list[EntryModule]:
+        """The modules of a qualified function, outermost first ([] for a function in Main)."""
+        parts = self.function.split(".")[:-1]
+        paths = ["Main"] + ["Main." + ".".join(parts[:i + 1]) for i in range(len(parts))]
+        return [EntryModule(paths[i], part, paths[i + 1]) for i, part in enumerate(parts)]
 
 
 def _entry(op: str, function: str, tensors: list[tuple[ArgView, str]], attrs: list[AttrView]) -> Optional[Entry]:
@@ -426,7 +493,7 @@ def _entry(op: str, function: str, tensors: list[tuple[ArgView, str]], attrs: li
         k, d = slot["data"], slot["ints"]
         # Inputs are TensorFlow's buffers, which Julia must not write: read-only views.
         wrap = (f"TFBridge.input_tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d}, :{a.name})"
-                if role == "input" else f"TFBridge.tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d})")
+                if role == "input" else f"TFBridge.tensor({a.julia_type}, Val({a.rank}), data, {k}, ints, {d}, :{a.name})")
         out.append(EntryArg(wrap, f"{a.name}: {a.dtype}{a.shape}, {role}"))
         for array, n in contract.tensor_slots(a.rank).items():
             slot[array] += n
@@ -525,21 +592,16 @@ def _sample_attr(attr: Attr, sizes: dict[str, int]) -> str:
 
 
 def gradtest_script(spec: OpSpec, op_dir: str) -> str:
-    """A script checking the op's gradient numerically with bridge.gradcheck,
-    on random inputs of small sizes."""
+    """A script checking the op's gradient numerically (bridge.customop.gradtest)
+    on sample inputs of small sizes, which its command line can replace."""
     sizes = _sample_sizes(spec)
     named = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     samples = [(a.name, _sample_value(a, sizes),
                 f"{a.dtype}{shape_text(a.shape)}" + (f" with {named}" if named and i == 0 else ""))
                for i, a in enumerate(spec.inputs)]
-    from ..opgen import safe_name  # how the op functions name their parameters
-    params: dict[str, str] = {}
-    for n in [a.name for a in spec.inputs] + [t.name for t in spec.attrs]:
-        params[n] = safe_name(n, params.values())
-    attrs = [(params[t.name], _sample_attr(t, sizes)) for t in spec.attrs]
-    floats = [(a.name, params[a.name]) for a in grad_inputs(spec)]
+    attrs = [(t.name, _sample_attr(t, sizes)) for t in spec.attrs]
     return render("gradtest.py.j2", spec, op_dir=op_dir, samples=samples, sample_attrs=attrs,
-                  float_inputs=floats, function=snake_case(spec.name))
+                  float_inputs=[a.name for a in grad_inputs(spec)])
 
 
 def scaffold_spec(name: str) -> str:

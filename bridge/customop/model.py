@@ -52,7 +52,9 @@ class OpSpec:
     inputs: tuple[Arg, ...]
     outputs: tuple[Arg, ...]
     attrs: tuple[Attr, ...] = ()
-    forward: str = ""                # Julia function name; default snake_case(name)
+    forward: str = ""                # Julia function: f, f! or MyModule.f (a module Main reaches);
+                                     #   default snake_case(name)
     backward: str = ""               # Julia gradient function; default forward + "_grad"
     path: str = "custom_op.txt"      # where the spec came from, for messages
     source: str = field(default="", compare=False)  # the spec text, for cache keys
+    line: int = 1                    # the line of the op name, for messages about it

@@ -28,7 +28,8 @@ Extensions over ADCME:
 * ``@attr TYPE NAME [= DEFAULT]`` with TYPE double, float, int64 (alias int,
   int32), bool or string; string defaults are double-quoted printable ASCII
   without ``"``, ``\\`` or ``$``;
-* ``@forward julia_fn`` / ``@backward julia_fn``.
+* ``@forward julia_fn`` / ``@backward julia_fn``: a function in Main (``f``,
+  ``f!``) or in a module Main reaches (``MyModule.f``, ``A.B.f``).
 
 An output whose dims cannot all be computed from the inputs' dims and the int
 attributes (a ``?``, or a name no input or attribute binds) is *dynamic*: the
@@ -40,8 +41,10 @@ keep the generated code valid: sizes and integer literals fit in int64,
 expressions have at most ``MAX_EXPR_TOKENS`` tokens nested at most
 ``MAX_EXPR_DEPTH`` deep, op names have at most ``MAX_OP_NAME`` characters
 (they name files) and other names ``MAX_NAME``, float defaults fit in
-TensorFlow's 32-bit float attributes, Julia function names are no Julia
-keywords.
+TensorFlow's 32-bit float attributes, Julia function and module names are
+valid Julia names, and no name breaks the generated code it becomes an
+identifier of (``reserved_reason``: C++ and Julia keywords, macros of the
+kernel's headers, the kernel's own names).
 
 Every malformed line raises :class:`SpecError` as ``path:line: message``;
 nothing else escapes :func:`parse` or :func:`parse_file`, whatever the input
@@ -62,7 +65,8 @@ from .model import Arg, Attr, Dim, Expr, OpSpec
 __all__ = [
     "SpecError", "parse", "parse_file", "decode", "snake_case", "parse_expr", "Num", "Name", "BinOp", "Node",
     "evaluate", "render_expr", "divisors", "dim_names", "is_float", "dim_bindings", "is_dynamic",
-    "DimBinding", "grad_inputs", "grad_outputs", "has_gradient", "TYPES", "ATTR_TYPES",
+    "DimBinding", "grad_inputs", "grad_outputs", "has_gradient", "op_types", "reserved_reason", "TYPES",
+    "ATTR_TYPES",
 ]
 
 # The type names come from the contract table (bridge/julia_contract.py).
@@ -83,28 +87,128 @@ _INT64_MAX = 2**63 - 1
 _FLOAT32_MAX = 3.4028234663852886e38
 _FLOAT32_MIN_NORMAL = 1.1754943508222875e-38
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
-_JULIA_FN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*!?")
-# Julia's reserved words: a function with one of these names is a syntax error.
+
+# ---------------------------------------------------------------- Julia function names
+#
+# @forward and @backward name a function in Main (``f``, ``f!``) or in a module
+# that Main reaches (``MyModule.f``, ``A.B.f``): a file defining ``module
+# MyModule ... end`` puts it in Main, ``using MyPackage`` binds the package
+# there.  The runtime resolves the path from Main at every call (generic path:
+# kernels_cpp/src/tfjl_julia/invoke.cc; compiled entries: entries.jl.j2).
+_JULIA_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_JULIA_FN = re.compile(rf"(?:{_JULIA_IDENTIFIER}\.)*{_JULIA_IDENTIFIER}!?")
+# Julia's reserved words (Julia 1.5): no argument, function or module can
+# have one of these names.  (`where`, `in` and `isa` are infix operators, and
+# `abstract`, `primitive`, `mutable` and `type` keywords only before another
+# word: all of them can name arguments and functions.)
 _JULIA_KEYWORDS = frozenset("""
     baremodule begin break catch const continue do else elseif end export false finally for
-    function global if import let local macro module quote return struct true try using while where
+    function global if import let local macro module quote return struct true try using while
 """.split())
+# Julia's lowering keeps these names for its special forms: "ccall" is not a
+# valid function argument name (nor a function name).
+_JULIA_SPECIAL_FORMS = frozenset({"ccall", "cglobal"})
+# `module in ... end` and `module isa ... end` do not parse: infix operators there.
+_JULIA_NOT_MODULES = frozenset({"in", "isa"})
 
-# Names the generated C++ or Julia would choke on: an argument called 'end' is
-# a Julia syntax error, one called 'ctx' would shadow the kernel's context.
-_RESERVED = frozenset("""
-    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
-    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
-    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
-    extern false float for friend goto if inline int long mutable namespace new noexcept not
-    not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
-    return short signed sizeof static static_assert static_cast struct switch template this
-    thread_local throw true try typedef typeid typename union unsigned using virtual void
-    volatile wchar_t while xor xor_eq
-    baremodule begin elseif end finally function global import let local macro module quote
-    abstract primitive where in isa
-    ctx args errors tensorflow tfjl std absl shape_inference int64_t out_size known unused
+
+def _julia_name_problem(name: str, kind: str) -> str:
+    """Why ``name`` cannot name a Julia ``kind`` ("function" or "module"), or ""."""
+    if name in _JULIA_KEYWORDS:
+        return "a Julia keyword"
+    if not name.strip("_!"):
+        return "only underscores, which Julia reads as no value"
+    if kind == "function" and name in _JULIA_SPECIAL_FORMS:
+        return f"Julia keeps it for its {name}(...) special form"
+    if kind == "module" and name in _JULIA_NOT_MODULES:
+        return f"an infix operator: 'module {name}' does not parse"
+    return ""
+
+
+# ---------------------------------------------------------------- names in generated code
+#
+# Each spec name becomes an identifier of the generated code, so a name is
+# refused exactly where it would break that code (tests/test_customop_names.py
+# shows each refused name failing there, and builds and runs ops named with
+# the others):
+#   - an argument names a C++ variable of the kernel (kernel.cc.j2: a Tensor in
+#     Prepare, a ShapeHandle in shape inference) and a parameter of the Julia
+#     stub (julia_stub.jl.j2);
+#   - a dimension names a C++ variable of the kernel only (its size);
+#   - an attribute names a parameter of the Julia stub; the kernel writes only
+#     `<name>_`, its member (an int64 attribute sizing a dimension is also that
+#     dimension's name, checked as such); and TensorFlow's op registry refuses
+#     attributes named like its data types.
+# Python keywords need nothing: the op functions append "_" to them
+# (bridge.opgen.safe_name), and the compiled entries and gradtest.py write the
+# names only inside strings and symbols.
+
+# C++17's keywords and alternative tokens, as g++ -std=c++17 reads them (the
+# kernel's CMakeLists.txt).  C++20's char8_t, concept, consteval, constinit,
+# co_await, co_return, co_yield and requires are plain names there.
+_CXX_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t
+    class compl const constexpr const_cast continue decltype default delete do double dynamic_cast
+    else enum explicit export extern false float for friend goto if inline int long mutable namespace
+    new noexcept not not_eq nullptr operator or or_eq private protected public register
+    reinterpret_cast return short signed sizeof static static_assert static_cast struct switch
+    template this thread_local throw true try typedef typeid typename union unsigned using virtual
+    void volatile wchar_t while xor xor_eq
 """.split())
+# Lower-case macros of the headers every kernel includes (kernel.cc.j2's
+# includes, with TensorFlow 2.21): the preprocessor would replace a variable of
+# that name by their expansion.  Macros that expand to their own name (stdin,
+# stdout, stderr, sched_priority) are harmless.
+_CXX_MACROS = {
+    "errno": "the C library's <errno.h>",
+    "math_errhandling": "the C library's <math.h>",
+    "absl_nonnull": "Abseil's nullability annotations",
+    "absl_nullable": "Abseil's nullability annotations",
+    "absl_nullability_unknown": "Abseil's nullability annotations",
+}
+# Protobuf's include guards of TensorFlow's generated headers, e.g.
+# tensorflow_2fcore_2fframework_2ftensor_2eproto_2epb_2eh, are macros too.
+_CXX_MACRO_PATTERN = re.compile(r"[a-z0-9_]*_2epb_2eh")
+# TensorFlow refuses to register an op with an attribute named like a data
+# type ("Attr can't have name double that matches a data type", when the
+# library loads): the names tensorflow::DataTypeFromString reads
+# (TensorFlow 2.21), each also with "_ref".
+_TF_DTYPE_NAMES = frozenset("""
+    bfloat16 bool complex128 complex64 double float float16 float32 float4_e2m1fn float64
+    float8_e4m3b11fnuz float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz half int16 int2
+    int32 int4 int64 int8 qint16 qint32 qint8 quint16 quint8 resource string uint16 uint2 uint32
+    uint4 uint64 uint8 variant
+""".split())
+# Names the kernel's own code declares where the spec's names are variables.
+_KERNEL_NAMES = {
+    "ctx": "the name of the TensorFlow context that every function of the generated kernel takes",
+    "frame": "the name of the tfjl::CallFrame that the generated kernel's Prepare fills",
+    "int64_t": "the C++ type of the generated kernel's sizes",
+}
+
+
+def reserved_reason(name: str, role: str) -> Optional[str]:
+    """Why ``name`` cannot name a spec ``role`` ("argument", "dimension" or
+    "attribute"), or None: what in the generated code it would break."""
+    cxx = f"the generated kernel names a C++ variable after each {role}" if role != "attribute" else ""
+    julia = f"the generated Julia stub names a parameter after each {role}" if role != "dimension" else ""
+    if cxx and julia and name in _CXX_KEYWORDS and name in _JULIA_KEYWORDS:
+        return f"it is a C++ and a Julia keyword ({cxx}, and {julia})"
+    if cxx and name in _CXX_KEYWORDS:
+        return f"it is a C++ keyword ({cxx})"
+    if julia and name in _JULIA_KEYWORDS:
+        return f"it is a Julia keyword ({julia})"
+    if julia and name in _JULIA_SPECIAL_FORMS:
+        return f"Julia keeps it for its {name}(...) special form, so it is no valid Julia argument name ({julia})"
+    if cxx and (name in _CXX_MACROS or _CXX_MACRO_PATTERN.fullmatch(name)):
+        header = _CXX_MACROS.get(name, "protobuf's include guards in TensorFlow's headers")
+        return (f"it is a macro of {header}, which the generated kernel includes, and the macro would "
+                f"replace the variable ({cxx})")
+    if cxx and name in _KERNEL_NAMES:
+        return f"it is {_KERNEL_NAMES[name]} ({cxx})"
+    if role == "attribute" and (name in _TF_DTYPE_NAMES or name.endswith("_ref") and name[:-4] in _TF_DTYPE_NAMES):
+        return "TensorFlow refuses attributes named like its data types (its op registry would read it as a type)"
+    return None
 
 
 class SpecError(ValueError):
@@ -405,8 +509,8 @@ class _Parser:
         if not lines:
             raise self.error(1, "empty spec: expected the op name in CamelCase (e.g. TwoLayer) "
                                 "on the first line, then one line per argument")
-        number, first = lines[0]
-        op_name = self.op_name(number, first)
+        number_of_name, first = lines[0]
+        op_name = self.op_name(number_of_name, first)
         for number, line in lines[1:]:
             if line.startswith("@"):
                 self.directive(number, line)
@@ -421,7 +525,7 @@ class _Parser:
         backward = self.directives.get("backward", (default_backward, 0))[0]
         spec = OpSpec(name=op_name, inputs=tuple(self.inputs), outputs=tuple(self.outputs),
                       attrs=tuple(self.attrs), forward=forward, backward=backward,
-                      path=self.path, source=self.text)
+                      path=self.path, source=self.text, line=number_of_name)
         self.check_dims(spec)
         self.check_grad_names(spec)
         self.check_generated_names(spec)
@@ -461,9 +565,9 @@ class _Parser:
                                          f"(TensorFlow requires [a-z][a-z0-9_]*): try '{_show(name.lower())}'")
             raise self.error(number, f"bad {what} name '{_show(name)}': expected a lower-case identifier "
                                      "(a letter, then letters, digits or '_')")
-        if name in _RESERVED:
-            raise self.error(number, f"{what} name '{name}' is reserved (a C++ or Julia keyword, "
-                                     "or a name the generated kernel uses): choose another name")
+        reason = reserved_reason(name, what)
+        if reason is not None:
+            raise self.error(number, f"{what} name '{name}' is reserved: {reason}; choose another name")
         if name in self.names:
             raise self.error(number, f"duplicate name '{name}' (first defined on line "
                                      f"{self.names[name]})")
@@ -553,13 +657,16 @@ class _Parser:
             raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
         if not _JULIA_FN.fullmatch(rest):
             raise self.error(number, f"{word} expects one Julia function name (e.g. '{word} "
-                                     f"my_op' or 'my_op!'), got '{_show(rest)}'")
+                                     f"my_op', 'my_op!' or 'MyModule.my_op'), got '{_show(rest)}'")
         if len(rest) > MAX_NAME:
             raise self.error(number, f"{word}: the function name '{_show(rest)}' has {len(rest)} "
                                      f"characters: at most {MAX_NAME}")
-        if rest in _JULIA_KEYWORDS or not rest.strip("_!"):
-            raise self.error(number, f"{word} {rest}: '{rest}' is not a valid Julia function name "
-                                     "(a Julia keyword, or only underscores): choose another name")
+        *modules, function = rest.split(".")
+        for part, kind in [(m, "module") for m in modules] + [(function, "function")]:
+            why = _julia_name_problem(part, kind)
+            if why:
+                raise self.error(number, f"{word} {rest}: '{part}' is not a valid Julia {kind} name "
+                                         f"({why}): choose another name")
         self.directives[key] = (rest, number)
 
     def attr(self, number: int, text: str) -> None:
@@ -619,10 +726,10 @@ class _Parser:
                         raise self.error(arg.line, f"dimension name '{dim_name}' in the shape of "
                                                    f"'{arg.name}' is also an argument name: "
                                                    "rename one of them")
-                    if dim_name in _RESERVED:
-                        raise self.error(arg.line, f"dimension name '{dim_name}' is reserved "
-                                                   "(a C++ or Julia keyword, or a name the "
-                                                   "generated kernel uses): choose another name")
+                    reason = reserved_reason(dim_name, "dimension")
+                    if reason is not None:
+                        raise self.error(arg.line, f"dimension name '{dim_name}' is reserved: {reason}; "
+                                                   "choose another name")
                     attr = attrs.get(dim_name)
                     if attr is not None and attr.dtype != "int64":
                         raise self.error(arg.line, f"dimension '{dim_name}' of '{arg.name}' names "
@@ -652,17 +759,19 @@ class _Parser:
 
 
     def check_generated_names(self, spec: OpSpec) -> None:
-        """The kernel derives C++ locals from the spec's names (y_shape, x_1,
-        k_value, alpha_); a spec name equal to one of them would be redeclared."""
+        """The kernel derives C++ names from the spec's names (y_shape, x_1,
+        alpha_: kernel.cc.j2); a spec name equal to one of them would be
+        declared twice, or hide the member."""
         derived: dict[str, str] = {}
         for arg in spec.outputs:
-            derived[f"{arg.name}_shape"] = f"output '{arg.name}'"
+            if arg.rank and not is_dynamic(spec, arg):  # allocated in Prepare
+                derived[f"{arg.name}_shape"] = f"output '{arg.name}'"
         for arg in spec.inputs + spec.outputs:
             for axis, dim in enumerate(arg.shape):
                 if isinstance(dim, Expr):
                     derived[f"{arg.name}_{axis}"] = f"dimension {axis} of '{arg.name}'"
         for attr in spec.attrs:
-            derived[f"{attr.name}_"] = derived[f"{attr.name}_value"] = f"attribute '{attr.name}'"
+            derived[f"{attr.name}_"] = f"attribute '{attr.name}'"
         user: dict[str, int] = {a.name: a.line for a in spec.inputs + spec.outputs + spec.attrs}
         for arg in spec.inputs + spec.outputs:
             for dim in arg.shape:
@@ -818,3 +927,8 @@ def grad_outputs(spec: OpSpec) -> tuple[Arg, ...]:
 def has_gradient(spec: OpSpec) -> bool:
     """A gradient op exists when some float output depends on some float input."""
     return bool(grad_inputs(spec)) and bool(grad_outputs(spec))
+
+
+def op_types(spec: OpSpec) -> tuple[str, ...]:
+    """The op types the op's library registers: the op, and <Op>Grad when it has a gradient."""
+    return (spec.name, f"{spec.name}Grad") if has_gradient(spec) else (spec.name,)

@@ -62,11 +62,11 @@ On the first import for a given op list: the registry's serialized OpList
 (sorted by op name) and the generator's own source (opgen.py,
 op_helpers.py, opdef.py, the templates) are hashed, and the module
 generated for that hash is kept in
-``bridge._paths.cache_dir()/ops/registry-<hash>.py`` with its compiled code
+``bridge.cache.root()/ops/registry-<hash>.py`` with its compiled code
 beside it (``.bin``), both written atomically.  A new TensorFlow, or a
 change to the generator, gives a new hash and so a new module; every later
-import just loads the cached code (measured here: about 1.2 s for the first
-import, 50-90 ms after it; the four most recent modules are kept).  Ops of
+import just loads the cached code (measured on a 2-core VM: about 1.2 s for
+the first import, 50-90 ms after it; the four most recent modules are kept).  Ops of
 libraries loaded with :func:`bridge.load_op_library` before this import are
 left out (they live in that library's module).  Importing this module loads
 TensorFlow's libraries, which building any op needs anyway.

@@ -2,7 +2,8 @@
 TensorFlow's own gradients.
 
 TwoLayer computes the Jacobian of y = W2*tanh(W1*x + b1) + b2 in Julia
-(ForwardDiff where installed, else analytically). This script builds the op
+(ForwardDiff where Julia finds it: installed, or in the depot named by
+TFBRIDGE_JULIA_DEPOT, which `make demo` sets; else analytically, saying why). This script builds the op
 from custom_op.txt, runs it in a graph, computes the same Jacobian with
 TensorFlow's gradients row by row, and prints the norm of the difference.
 Then it gradient-tests the op's own gradient (TwoLayerGrad, also in Julia).

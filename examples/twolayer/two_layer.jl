@@ -5,25 +5,33 @@
 
 using LinearAlgebra
 
-# ForwardDiff comes from Julia's package registry; where it is installed the
-# Jacobian is computed by automatic differentiation, otherwise analytically.
+# ForwardDiff comes from Julia's package registry, or from a depot named by
+# TFBRIDGE_JULIA_DEPOT (README, "Julia packages in ops"); where Julia finds
+# it the Jacobian is computed by automatic differentiation, otherwise
+# analytically.  The import is conditional, so customop.load does not refuse
+# this file where ForwardDiff is missing.
 const HAVE_FORWARDDIFF = Base.find_package("ForwardDiff") !== nothing
 if HAVE_FORWARDDIFF
     import ForwardDiff
 end
 
 two_layer_method() = HAVE_FORWARDDIFF ? "ForwardDiff.jacobian" :
-                     "the analytic Jacobian W2*Diagonal(1 .- tanh.(z).^2)*W1 (ForwardDiff is not installed)"
+                     "the analytic Jacobian W2*Diagonal(1 .- tanh.(z).^2)*W1 (ForwardDiff is not installed: " *
+                     "set TFBRIDGE_JULIA_DEPOT to a Julia depot holding it, or run " *
+                     "julia -e 'using Pkg; Pkg.add(\"ForwardDiff\")' where Julia's registry is reachable)"
 
 network(x, w1, b1, w2, b2) = w2 * tanh.(w1 * x .+ b1) .+ b2
 
-function jacobian_matrix(x, w1, b1, w2, b2)
-    if HAVE_FORWARDDIFF
-        return ForwardDiff.jacobian(v -> network(v, w1, b1, w2, b2), collect(x))
-    end
+# The Jacobian dy/dx both ways (bench/bench_twolayer_jacobian.py times each).
+jacobian_forwarddiff(x, w1, b1, w2, b2) = ForwardDiff.jacobian(v -> network(v, w1, b1, w2, b2), collect(x))
+
+function jacobian_analytic(x, w1, b1, w2, b2)
     z = w1 * x .+ b1
     return w2 * (Diagonal(1 .- tanh.(z) .^ 2) * w1)
 end
+
+jacobian_matrix(x, w1, b1, w2, b2) =
+    HAVE_FORWARDDIFF ? jacobian_forwarddiff(x, w1, b1, w2, b2) : jacobian_analytic(x, w1, b1, w2, b2)
 
 # Row-major flattening, as TensorFlow lays out an (m, n) tensor.
 rowmajor(A) = vec(permutedims(A))

@@ -222,12 +222,22 @@ inline absl::Status CallJulia(const char* function, std::vector<Arg>& args) {
   return CallJulia(nullptr, function, args);
 }
 
-// Copies the strings the runtime collected for a String Output into its tensor.
-inline absl::Status FinishStringOutput(tensorflow::Tensor* t, const Arg& a) {
+namespace kernel_detail {
+
+// How errors name output `index`: by its name in the spec ('y'), else by index.
+inline std::string OutputName(int index, const Arg& a) {
+  return a.name != nullptr ? "'" + std::string(a.name) + "'" : std::to_string(index);
+}
+
+}  // namespace kernel_detail
+
+// Copies the strings the runtime collected for String Output `index` into its tensor.
+inline absl::Status FinishStringOutput(tensorflow::Tensor* t, int index, const Arg& a) {
   auto flat = t->flat<tensorflow::tstring>();
   if (static_cast<size_t>(flat.size()) != a.strings.size()) {
-    return absl::InternalError("string output: " + std::to_string(a.strings.size()) + " strings for " +
-                               std::to_string(flat.size()) + " elements");
+    return absl::InternalError("string output " + kernel_detail::OutputName(index, a) + ": " +
+                               std::to_string(a.strings.size()) + " strings for " + std::to_string(flat.size()) +
+                               " elements");
   }
   for (int64_t i = 0; i < flat.size(); ++i) {
     const std::string& src = a.strings[static_cast<size_t>(i)];
@@ -249,10 +259,10 @@ inline absl::Status FinishDynamicOutput(tensorflow::OpKernelContext* ctx, int in
   tensorflow::Tensor* out = nullptr;
   absl::Status s = ctx->allocate_output(index, shape, &out);
   if (!s.ok()) return s;
-  if (a.dtype == DType::String) return FinishStringOutput(out, a);
+  if (a.dtype == DType::String) return FinishStringOutput(out, index, a);
   const size_t want = static_cast<size_t>(shape.num_elements()) * DTypeSize(a.dtype);
   if (a.result_bytes.size() != want) {
-    return absl::InternalError("dynamic output " + std::to_string(index) + ": " +
+    return absl::InternalError("dynamic output " + kernel_detail::OutputName(index, a) + ": " +
                                std::to_string(a.result_bytes.size()) + " bytes for " + std::to_string(want));
   }
   if (want > 0) std::memcpy(const_cast<char*>(out->tensor_data().data()), a.result_bytes.data(), want);
@@ -266,8 +276,10 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
   if (a.kind == Arg::DynamicOutput) return FinishDynamicOutput(ctx, index, a);
   if (a.kind == Arg::Output && a.dtype == DType::String) {
     tensorflow::Tensor* t = ctx->mutable_output(index);
-    if (t == nullptr) return absl::InternalError("string output " + std::to_string(index) + " was not allocated");
-    return FinishStringOutput(t, a);
+    if (t == nullptr) {
+      return absl::InternalError("string output " + kernel_detail::OutputName(index, a) + " was not allocated");
+    }
+    return FinishStringOutput(t, index, a);
   }
   return absl::OkStatus();
 }
@@ -279,9 +291,14 @@ inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, co
 // outlive the call (the kernel's inputs, outputs and members do).
 class CallFrame {
  public:
-  void Output(tensorflow::Tensor* t) { slots_.push_back(TensorSlot(Arg::Output, t)); }
-  // `name` (a literal, or a string that outlives the frame) names the input
-  // when Julia tries to write it: inputs reach Julia read-only.
+  // `name` (a literal, or a string that outlives the frame; may be null) is the
+  // argument's name in the op's spec, by which errors name it (Arg::name).
+  void Output(tensorflow::Tensor* t, const char* name = nullptr) {
+    Slot s = TensorSlot(Arg::Output, t);
+    s.name = name;
+    slots_.push_back(std::move(s));
+  }
+  // Inputs reach Julia read-only; a write names the input.
   void Input(const tensorflow::Tensor& t, const char* name = nullptr) {
     Slot s = TensorSlot(Arg::Input, &t);
     s.name = name;
@@ -291,11 +308,12 @@ class CallFrame {
   // such a frame always goes through call_julia.  Outputs come first in the
   // calling convention, in TF's order: the k-th Output or DynamicOutput of
   // the frame is TF output k.
-  void DynamicOutput(DType dtype, std::vector<int64_t> expected = {}) {
+  void DynamicOutput(DType dtype, std::vector<int64_t> expected = {}, const char* name = nullptr) {
     Slot s;
     s.kind = Arg::DynamicOutput;
     s.dtype = dtype;
     s.expected = std::move(expected);
+    s.name = name;
     slots_.push_back(std::move(s));
   }
   // Attribute values, as AttrArg takes them (a spec's `double` attribute is a
@@ -368,9 +386,13 @@ class CallFrame {
           break;
         case Arg::Output:
           args.push_back(OutputArg(const_cast<tensorflow::Tensor*>(s.tensor)));
+          args.back().name = s.name;
           ++output;
           break;
-        case Arg::DynamicOutput: args.push_back(DynamicOutputArg(ctx, output++, s.dtype, s.expected)); break;
+        case Arg::DynamicOutput:
+          args.push_back(DynamicOutputArg(ctx, output++, s.dtype, s.expected));
+          args.back().name = s.name;
+          break;
         case Arg::AttrValue: {
           // The runtime reads the field of the dtype (contract.h, TFJL_NUMERIC_DTYPES).
           Arg a{};
@@ -394,7 +416,7 @@ class CallFrame {
     DType dtype = DType::Float64;
     bool supported = true;                       // a dtype Julia ops take
     const tensorflow::Tensor* tensor = nullptr;  // Input / Output
-    const char* name = nullptr;                  // Input
+    const char* name = nullptr;                  // Input, Output, DynamicOutput: the spec's name
     double f = 0;                                // float attributes
     int64_t i = 0;                               // int and bool attributes
     const std::string* text = nullptr;           // string attributes

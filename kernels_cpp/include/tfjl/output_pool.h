@@ -115,8 +115,9 @@ class OutputPool final : public tensorflow::Allocator {
 };
 
 // ctx->allocate_output, with small numeric outputs taken from the OutputPool.
+// `name` (the output's name in the op's spec, or null) names it in errors.
 inline absl::Status AllocateOutput(tensorflow::OpKernelContext* ctx, int index, const tensorflow::TensorShape& shape,
-                                   tensorflow::Tensor** out) {
+                                   tensorflow::Tensor** out, const char* name = nullptr) {
   const tensorflow::DataType dtype = ctx->expected_output_dtype(index);
   const int64_t bytes = shape.num_elements() * static_cast<int64_t>(tensorflow::DataTypeSize(dtype));
   if (dtype == tensorflow::DT_STRING || bytes <= 0 || bytes > static_cast<int64_t>(OutputPool::kMaxBytes)) {
@@ -124,8 +125,9 @@ inline absl::Status AllocateOutput(tensorflow::OpKernelContext* ctx, int index, 
   }
   tensorflow::Tensor t(OutputPool::Get(), dtype, shape);
   if (!t.IsInitialized()) {
-    return absl::ResourceExhaustedError("out of memory for output " + std::to_string(index) + " (" +
-                                        std::to_string(bytes) + " bytes)");
+    const std::string which = name != nullptr ? "'" + std::string(name) + "'" : std::to_string(index);
+    return absl::ResourceExhaustedError("out of memory for output " + which + " (" + std::to_string(bytes) +
+                                        " bytes)");
   }
   ctx->set_output(index, t);
   *out = ctx->mutable_output(index);

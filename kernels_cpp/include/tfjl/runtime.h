@@ -37,7 +37,8 @@ struct Arg {
   enum Kind { Input, Output, DynamicOutput, AttrValue } kind;
   DType dtype;
   void* data = nullptr;             // numeric Input/Output: the TF buffer (zero-copy)
-  const char* name = nullptr;       // Input: its name in the spec, for the read-only error (may be null)
+  const char* name = nullptr;       // Input/Output/DynamicOutput: its name in the spec, by which errors name
+                                    //   it (may be null: then by its position)
   bool writable = false;            // numeric Input: Julia may write it (bridge.julia.call); a kernel's
                                     //   inputs are TF's buffers and reach Julia read-only
   std::vector<int64_t> dims;        // TF (row-major) shape of Input/Output; DynamicOutput:

@@ -102,6 +102,8 @@ std::string load_handles() {
   h.include_file = lookup(m, "include_file", &missing);
   h.dynamic_result = lookup(m, "dynamic_result", &missing);
   h.store_dynamic = lookup(m, "store_dynamic!", &missing);
+  h.function_not_found = lookup(m, "function_not_found", &missing);
+  h.dynamic_output = reinterpret_cast<jl_datatype_t*>(lookup(m, "DynamicOutput", &missing));
   h.view_type = lookup(m, "view_type", &missing);
   h.readonly_type = lookup(m, "readonly_type", &missing);
   h.dims_tuple_type = lookup(m, "dims_tuple_type", &missing);
@@ -116,9 +118,6 @@ std::string load_handles() {
 
   // Constant bindings of the module keep the functions and types alive; the
   // ones built here are rooted explicitly.
-  h.ref_any = reinterpret_cast<jl_datatype_t*>(
-      jl_apply_type1(jl_get_global(jl_base_module, jl_symbol("RefValue")), reinterpret_cast<jl_value_t*>(jl_any_type)));
-  keep_forever(reinterpret_cast<jl_value_t*>(h.ref_any));
   h.empty_string = jl_pchar_to_string("", 0);
   keep_forever(h.empty_string);
   return "";

@@ -102,12 +102,25 @@ jl_value_t* resolve_function(const char* name) {
   return jl_get_global(module, jl_symbol(p));
 }
 
-// Compiled entries say the same from Julia (TFBridge.not_found_text).
+// TFBridge.function_not_found says what is missing (a module on the way, or
+// the function), as it does for compiled entries.
 Outcome not_found(const char* name) {
-  return {std::string("UndefVarError: ") + (name ? name : "(null)") +
-              " not defined: no such Julia function in Main (define it, e.g. with bridge.julia.include, "
-              "before the call)",
-          kNotFound};
+  TFJL_GC_ROOTS(r, 3);
+  r[0] = handles().function_not_found;
+  r[1] = jl_cstr_to_string(name != nullptr ? name : "");
+  r[2] = jl_call(handles().protect, r, 2);  // a Failure (or the failure to make one)
+  Outcome out = outcome_of(r[2]);
+  if (out.error.empty()) out = {std::string("no Julia function ") + (name ? name : "(null)"), kNotFound};
+  return out;
+}
+
+std::string Invocation::describe(size_t i) const {
+  const Arg& a = args_[i];
+  const char* role = a.kind == Arg::Input ? "input" : a.kind == Arg::AttrValue ? "attribute" : "output";
+  if (a.kind == Arg::DynamicOutput) role = "dynamic output";
+  if (a.kind == Arg::Output && a.dtype == DType::String) role = "string output";
+  if (a.name != nullptr) return std::string(role) + " '" + a.name + "'";
+  return std::string(role) + " (argument " + std::to_string(i + 1) + ")";
 }
 
 Outcome outcome_of(jl_value_t* result) {
@@ -137,9 +150,16 @@ std::string Invocation::wrap(size_t i, jl_value_t** value, jl_value_t** keep) {
     case Arg::Output:
       if (a.dtype == DType::String) return wrap_strings(a, a.kind == Arg::Output, value, keep);
       return wrap_numeric(a, value, keep);
-    case Arg::DynamicOutput:
-      *value = jl_new_struct_uninit(handles().ref_any);  // a Ref{Any} with its field unassigned
+    case Arg::DynamicOutput: {
+      // A TFBridge.DynamicOutput(name, what): the name for the `p[] = A` of
+      // messages, how errors call it, and its value still unassigned.
+      const std::string what = describe(i);
+      *keep = jl_pchar_to_string(what.data(), what.size());  // rooted while the struct is made
+      jl_value_t* fields[2] = {
+          reinterpret_cast<jl_value_t*>(a.name != nullptr ? cached_symbol(a.name) : jl_symbol("o")), *keep};
+      *value = jl_new_structv(handles().dynamic_output, fields, 2);
       return "";
+    }
     case Arg::AttrValue:
       if (a.dtype == DType::String) {
         *value = jl_pchar_to_string(a.s.data(), a.s.size());
@@ -257,9 +277,8 @@ Outcome Invocation::collect_outputs(jl_value_t* const* values) {
       size_t count = 0;
       check_shape(a.dims, &count);  // validated when wrapping
       if (jl_array_len(array) != count) {
-        return {"string output (argument " + std::to_string(i + 1) + ") now has " +
-                    std::to_string(jl_array_len(array)) + " elements, expected " + std::to_string(count) +
-                    ": fill it in place",
+        return {describe(i) + " now has " + std::to_string(jl_array_len(array)) + " elements, expected " +
+                    std::to_string(count) + ": fill it in place",
                 kInvalidArgument};
       }
       a.strings.resize(count);
@@ -272,31 +291,30 @@ Outcome Invocation::collect_outputs(jl_value_t* const* values) {
   return {};
 }
 
-// A dynamic output: TFBridge.dynamic_result gives the shape of Julia's value
-// (and, for strings, the strings in row-major order); once the shape passed
-// the check against a.dims, the kernel's allocator (Arg::allocate) hands over
-// TF's buffer and the value is copied into it once, while still rooted: a
-// memcpy when its memory is already row-major (TFBridge's `source`), else
+// A dynamic output: TFBridge.dynamic_result gives the shape of the value
+// Julia assigned to the TFBridge.DynamicOutput `ref` (and, for strings, the
+// strings in row-major order); once the shape passed the check against
+// a.dims, the kernel's allocator (Arg::allocate) hands over TF's buffer and
+// the value is copied into it once, while still rooted: a memcpy when its
+// memory is already row-major (TFBridge's `source`), else
 // TFBridge.store_dynamic! in one pass.  Without an allocator the same copy
-// goes to a.result_bytes.
+// goes to a.result_bytes.  `ref` stays rooted by the call's frame.
 Outcome Invocation::collect_dynamic(size_t i, jl_value_t* ref) {
   Arg& a = args_[i];
   const Handles& h = handles();
-  const std::string which = "dynamic output (argument " + std::to_string(i + 1) + ")";
-  jl_value_t* assigned = jl_get_nth_field_noalloc(ref, 0);
-  // [0..3] dynamic_result's call, [4] its DynamicValue (roots the value and
-  // its source), [5..10] store_dynamic!'s call, [11] its result.
-  TFJL_GC_ROOTS(r, 12);
+  const std::string which = describe(i);
+  // [0..2] dynamic_result's call, [3] its DynamicValue (roots the value and
+  // its source), [4..9] store_dynamic!'s call, [10] its result.
+  TFJL_GC_ROOTS(r, 11);
   r[0] = h.dynamic_result;
-  r[1] = assigned != nullptr ? assigned : jl_nothing;
+  r[1] = ref;
   r[2] = element_type(a.dtype);
-  r[3] = jl_box_int64(static_cast<int64_t>(i + 1));
-  r[4] = jl_call(h.protect, r, 4);
-  if (Outcome out = outcome_of(r[4]); !out.error.empty()) return out;
+  r[3] = jl_call(h.protect, r, 3);
+  if (Outcome out = outcome_of(r[3]); !out.error.empty()) return out;
   // TFBridge.DynamicValue(value, dims::Vector{Int64}, source): boxed fields.
-  jl_value_t* value = jl_get_nth_field_noalloc(r[4], 0);
-  auto* dims = reinterpret_cast<jl_array_t*>(jl_get_nth_field_noalloc(r[4], 1));
-  jl_value_t* source = jl_get_nth_field_noalloc(r[4], 2);
+  jl_value_t* value = jl_get_nth_field_noalloc(r[3], 0);
+  auto* dims = reinterpret_cast<jl_array_t*>(jl_get_nth_field_noalloc(r[3], 1));
+  jl_value_t* source = jl_get_nth_field_noalloc(r[3], 2);
   const auto* d = static_cast<const int64_t*>(jl_array_data(dims));
   a.result_dims.assign(d, d + jl_array_len(dims));
   if (!a.dims.empty()) {
@@ -351,14 +369,14 @@ Outcome Invocation::collect_dynamic(size_t i, jl_value_t* ref) {
     std::memcpy(buffer, jl_array_data(src), nbytes);
     return {};
   }
-  r[5] = h.store_dynamic;
-  r[6] = jl_box_voidpointer(buffer);
-  r[7] = jl_box_int64(static_cast<int64_t>(nbytes));
-  r[8] = element_type(a.dtype);
-  r[9] = value;
-  r[10] = r[3];  // the position, already boxed
-  r[11] = jl_call(h.protect, r + 5, 6);
-  return outcome_of(r[11]);
+  r[4] = h.store_dynamic;
+  r[5] = jl_box_voidpointer(buffer);
+  r[6] = jl_box_int64(static_cast<int64_t>(nbytes));
+  r[7] = element_type(a.dtype);
+  r[8] = value;
+  r[9] = ref;
+  r[10] = jl_call(h.protect, r + 4, 6);
+  return outcome_of(r[10]);
 }
 
 }  // namespace detail

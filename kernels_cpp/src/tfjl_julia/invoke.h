@@ -18,6 +18,8 @@ namespace detail {
 // Main.<name>, or Mod.Sub.name walked from Main; nullptr if undefined.
 jl_value_t* resolve_function(const char* name);
 
+// The NotFound outcome of a name resolve_function did not find, saying what
+// is missing (TFBridge.function_not_found).
 Outcome not_found(const char* name);
 
 // The argument wrapping and output copying, with the GC frame that roots
@@ -38,6 +40,9 @@ class Invocation {
   std::string wrap(size_t i, jl_value_t** value, jl_value_t** keep);
   std::string wrap_numeric(const Arg& a, jl_value_t** value, jl_value_t** keep);
   std::string wrap_strings(const Arg& a, bool fill_empty, jl_value_t** value, jl_value_t** keep);
+  // How errors call args_[i]: by its name ("input 'x'", "dynamic output 'p'"),
+  // else by its position ("output (argument 2)").
+  std::string describe(size_t i) const;
   // After a successful call: copy String results into args_, and each
   // DynamicOutput into the buffer its allocator gives (Arg::allocate; else
   // into Arg::result_bytes), once.
@@ -61,7 +66,8 @@ Outcome Invocation::call(jl_function_t* entry, jl_value_t* function, OnValue&& o
   values[0] = function;
   for (size_t i = 0; i < n; ++i) {
     if (std::string err = wrap(i, &values[i + 1], &keeps[i]); !err.empty()) {
-      return {"argument " + std::to_string(i + 1) + ": " + err, kInvalidArgument};
+      return {(args_[i].name != nullptr ? describe(i) : "argument " + std::to_string(i + 1)) + ": " + err,
+              kInvalidArgument};
     }
   }
   jl_value_t*& result = roots[2 * n + 1];

@@ -31,6 +31,7 @@ struct Handles {
   jl_function_t* include_file = nullptr;
   jl_function_t* dynamic_result = nullptr;
   jl_function_t* store_dynamic = nullptr;  // TFBridge.store_dynamic!
+  jl_function_t* function_not_found = nullptr;
   jl_function_t* view_type = nullptr;
   jl_function_t* readonly_type = nullptr;
   jl_function_t* dims_tuple_type = nullptr;
@@ -39,7 +40,7 @@ struct Handles {
   jl_datatype_t* py_repr = nullptr;   // TFBridge.PyRepr
   jl_datatype_t* py_bigint = nullptr; // TFBridge.PyBigInt
   jl_datatype_t* py_array = nullptr;  // TFBridge.PyArray
-  jl_datatype_t* ref_any = nullptr;   // Base.RefValue{Any}
+  jl_datatype_t* dynamic_output = nullptr;  // TFBridge.DynamicOutput, a Ref{Any}
   jl_value_t* empty_string = nullptr;
   jl_value_t* last_failure = nullptr;  // TFBridge.LAST_FAILURE, a Ref{Any} set by compiled entries
 

@@ -69,11 +69,11 @@ class SinkhornKnoppOp : public tfjl::JuliaKernel {
 
     // Outputs of known shape.
     Tensor* l = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, TensorShape(), &l));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, TensorShape(), &l, "l"));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    frame->DynamicOutput(tfjl::DType::Float64, {-1, -1});
-    frame->Output(l);
+    frame->DynamicOutput(tfjl::DType::Float64, {-1, -1}, "p");
+    frame->Output(l, "l");
     frame->Input(m, "m");
     frame->Input(iter, "iter");
     return absl::OkStatus();
@@ -123,11 +123,11 @@ class SinkhornKnoppGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so sinkhorn_knopp_grad may accumulate into them.
     Tensor* grad_m = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, m.shape(), &grad_m));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, m.shape(), &grad_m, "grad_m"));
     grad_m->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    frame->Output(grad_m);
+    frame->Output(grad_m, "grad_m");
     frame->Input(grad_p, "grad_p");
     frame->Input(grad_l, "grad_l");
     frame->Input(p, "p");

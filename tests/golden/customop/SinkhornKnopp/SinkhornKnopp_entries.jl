@@ -13,7 +13,7 @@
 function tfbridge_entry_SinkhornKnoppGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats::Ptr{Float64})::Cint
     try
         Main.sinkhorn_knopp_grad(
-            TFBridge.tensor(Float64, Val(2), data, 1, ints, 1),  # grad_m: double(?,?), gradient of input m
+            TFBridge.tensor(Float64, Val(2), data, 1, ints, 1, :grad_m),  # grad_m: double(?,?), gradient of input m
             TFBridge.input_tensor(Float64, Val(2), data, 2, ints, 4, :grad_p),  # grad_p: double(?,?), input
             TFBridge.input_tensor(Float64, Val(0), data, 3, ints, 7, :grad_l),  # grad_l: double(), input
             TFBridge.input_tensor(Float64, Val(2), data, 4, ints, 8, :p),  # p: double(?,?), input
@@ -23,7 +23,7 @@ function tfbridge_entry_SinkhornKnoppGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64
         )
         return Cint(0)
     catch e
-        return TFBridge.entry_failure(e, catch_backtrace(), :sinkhorn_knopp_grad)
+        return TFBridge.entry_failure(e, catch_backtrace(), "sinkhorn_knopp_grad")
     end
 end
 

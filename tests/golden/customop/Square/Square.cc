@@ -60,10 +60,10 @@ class SquareOp : public tfjl::JuliaKernel {
 
     // Outputs of known shape.
     Tensor* y = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, TensorShape(), &y));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, TensorShape(), &y, "y"));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    frame->Output(y);
+    frame->Output(y, "y");
     frame->Input(x, "x");
     return absl::OkStatus();
   }
@@ -102,11 +102,11 @@ class SquareGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so square_grad may accumulate into them.
     Tensor* grad_x = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, x.shape(), &grad_x));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, x.shape(), &grad_x, "grad_x"));
     grad_x->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    frame->Output(grad_x);
+    frame->Output(grad_x, "grad_x");
     frame->Input(grad_y, "grad_y");
     frame->Input(y, "y");
     frame->Input(x, "x");

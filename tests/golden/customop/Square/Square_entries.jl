@@ -13,12 +13,12 @@
 function tfbridge_entry_Square(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats::Ptr{Float64})::Cint
     try
         Main.square(
-            TFBridge.tensor(Float64, Val(0), data, 1, ints, 1),  # y: double(), output
+            TFBridge.tensor(Float64, Val(0), data, 1, ints, 1, :y),  # y: double(), output
             TFBridge.input_tensor(Float64, Val(0), data, 2, ints, 2, :x),  # x: double(), input
         )
         return Cint(0)
     catch e
-        return TFBridge.entry_failure(e, catch_backtrace(), :square)
+        return TFBridge.entry_failure(e, catch_backtrace(), "square")
     end
 end
 
@@ -26,14 +26,14 @@ end
 function tfbridge_entry_SquareGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats::Ptr{Float64})::Cint
     try
         Main.square_grad(
-            TFBridge.tensor(Float64, Val(0), data, 1, ints, 1),  # grad_x: double(), gradient of input x
+            TFBridge.tensor(Float64, Val(0), data, 1, ints, 1, :grad_x),  # grad_x: double(), gradient of input x
             TFBridge.input_tensor(Float64, Val(0), data, 2, ints, 2, :grad_y),  # grad_y: double(), input
             TFBridge.input_tensor(Float64, Val(0), data, 3, ints, 3, :y),  # y: double(), input
             TFBridge.input_tensor(Float64, Val(0), data, 4, ints, 4, :x),  # x: double(), input
         )
         return Cint(0)
     catch e
-        return TFBridge.entry_failure(e, catch_backtrace(), :square_grad)
+        return TFBridge.entry_failure(e, catch_backtrace(), "square_grad")
     end
 end
 

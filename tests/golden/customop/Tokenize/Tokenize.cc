@@ -76,14 +76,14 @@ class TokenizeOp : public tfjl::JuliaKernel {
     TensorShape first_last_shape;
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({2}, &first_last_shape));
     Tensor* first_last = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, first_last_shape, &first_last));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, first_last_shape, &first_last, "first_last"));
     Tensor* count = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, TensorShape(), &count));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, TensorShape(), &count, "count"));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    frame->DynamicOutput(tfjl::DType::String, {-1});
-    frame->Output(first_last);
-    frame->Output(count);
+    frame->DynamicOutput(tfjl::DType::String, {-1}, "tokens");
+    frame->Output(first_last, "first_last");
+    frame->Output(count, "count");
     frame->Input(text, "text");
     frame->Input(stopwords, "stopwords");
     frame->Attr(sep_);

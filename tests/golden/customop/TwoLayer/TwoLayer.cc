@@ -4,10 +4,13 @@
 // TwoLayerGrad runs two_layer_back!(grad_x, grad_w1, grad_b1, grad_w2, grad_b2, grad_y, grad_hidden, y, hidden, x, w1, b1, w2, b2, alpha, k, relu, mode).
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -70,34 +73,34 @@ Size FloorDiv(Size a, Size b) {
   return Checked(false, (a.value % b.value != 0 && (a.value < 0) != (b.value < 0)) ? q - 1 : q, a, b);
 }
 
+// The dimension names of an expression and their values, for messages.
+using DimValues = std::initializer_list<std::pair<const char*, int64_t>>;
+
+// `size` as the size of a dimension, or why it is none: "<what>, which
+// overflows 64 bits (n = 3, ...)" or "<what> = -2 (n = 3, ...), a negative size".
+absl::StatusOr<int64_t> SizeOf(Size size, const char* what, DimValues values) {
+  if (!size.overflow && size.value >= 0) return size.value;
+  std::string named;
+  for (const auto& [name, value] : values) absl::StrAppend(&named, named.empty() ? "" : ", ", name, " = ", value);
+  if (size.overflow) return InvalidArgument(what, ", which overflows 64 bits (", named, ")");
+  return InvalidArgument(what, " = ", size.value, " (", named, "), a negative size");
+}
+
 // Size of output 'y' dimension 0, `m*n` in the spec: shape inference and the kernel share it.
-absl::Status DimY_0(int64_t m_value, int64_t n_value, int64_t* out_size) {
-  const Size m = m_value;
-  const Size n = n_value;
-  const Size size = m * n;
-  if (size.overflow) {
-    return InvalidArgument("TwoLayer: output 'y' dimension 0 is m*n, which overflows 64 bits (m = ", m_value, ", n = ", n_value, ")");
-  }
-  *out_size = size.value;
-  if (*out_size < 0) {
-    return InvalidArgument("TwoLayer: output 'y' dimension 0 is m*n = ", *out_size,
-                           " (m = ", m_value, ", n = ", n_value, "), a negative size");
-  }
-  return absl::OkStatus();
+absl::StatusOr<int64_t> DimY_0(int64_t m, int64_t n) {
+  return SizeOf(Size(m) * Size(n), "TwoLayer: output 'y' dimension 0 is m*n", {{"m", m}, {"n", n}});
 }
 
 // Size of output 'hidden' dimension 1, `(h+1)//2` in the spec: shape inference and the kernel share it.
-absl::Status DimHidden_1(int64_t h_value, int64_t* out_size) {
-  const Size h = h_value;
-  const Size size = FloorDiv(h + 1, 2);
-  if (size.overflow) {
-    return InvalidArgument("TwoLayer: output 'hidden' dimension 1 is (h+1)//2, which overflows 64 bits (h = ", h_value, ")");
-  }
-  *out_size = size.value;
-  if (*out_size < 0) {
-    return InvalidArgument("TwoLayer: output 'hidden' dimension 1 is (h+1)//2 = ", *out_size,
-                           " (h = ", h_value, "), a negative size");
-  }
+absl::StatusOr<int64_t> DimHidden_1(int64_t h) {
+  return SizeOf(FloorDiv(Size(h) + 1, 2), "TwoLayer: output 'hidden' dimension 1 is (h+1)//2", {{"h", h}});
+}
+
+// Shape inference: the dimension that int attribute `attr` sizes.
+absl::Status AttrDim(InferenceContext* ctx, const char* attr, DimensionHandle* dim) {
+  int64_t value;
+  TF_RETURN_IF_ERROR(ctx->GetAttr(attr, &value));
+  *dim = ctx->MakeDim(value);
   return absl::OkStatus();
 }
 
@@ -112,9 +115,8 @@ absl::Status TwoLayerShape(InferenceContext* ctx) {
   TF_RETURN_IF_ERROR(ctx->WithRank(ctx->input(4), 1, &b2));
 
   // A named dimension takes its value from an int attribute or the first input naming it.
-  int64_t k_value;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("k", &k_value));
-  DimensionHandle k = ctx->MakeDim(k_value);
+  DimensionHandle k;
+  TF_RETURN_IF_ERROR(AttrDim(ctx, "k", &k));
   DimensionHandle n = ctx->Dim(x, 0);
   DimensionHandle h = ctx->Dim(w1, 0);
   DimensionHandle m = ctx->Dim(w2, 0);
@@ -125,18 +127,14 @@ absl::Status TwoLayerShape(InferenceContext* ctx) {
   TF_RETURN_IF_ERROR(ctx->Merge(h, ctx->Dim(w2, 1), &h));
   TF_RETURN_IF_ERROR(ctx->Merge(m, ctx->Dim(b2, 0), &m));
 
-  DimensionHandle y_0 = ctx->UnknownDim();
+  int64_t y_0 = InferenceContext::kUnknownDim;
   if (ctx->ValueKnown(m) && ctx->ValueKnown(n)) {
-    int64_t known;
-    TF_RETURN_IF_ERROR(DimY_0(ctx->Value(m), ctx->Value(n), &known));
-    y_0 = ctx->MakeDim(known);
+    TF_ASSIGN_OR_RETURN(y_0, DimY_0(ctx->Value(m), ctx->Value(n)));
   }
   ctx->set_output(0, ctx->MakeShape({y_0}));
-  DimensionHandle hidden_1 = ctx->UnknownDim();
+  int64_t hidden_1 = InferenceContext::kUnknownDim;
   if (ctx->ValueKnown(h)) {
-    int64_t known;
-    TF_RETURN_IF_ERROR(DimHidden_1(ctx->Value(h), &known));
-    hidden_1 = ctx->MakeDim(known);
+    TF_ASSIGN_OR_RETURN(hidden_1, DimHidden_1(ctx->Value(h)));
   }
   ctx->set_output(1, ctx->MakeShape({k, hidden_1}));
   return absl::OkStatus();
@@ -221,22 +219,20 @@ class TwoLayerOp : public tfjl::JuliaKernel {
     }
 
     // Outputs of known shape (BuildTensorShape reports overflowing sizes instead of aborting).
-    int64_t y_0;
-    TF_RETURN_IF_ERROR(DimY_0(m, n, &y_0));
+    TF_ASSIGN_OR_RETURN(const int64_t y_0, DimY_0(m, n));
     TensorShape y_shape;
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({y_0}, &y_shape));
     Tensor* y = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, y_shape, &y));
-    int64_t hidden_1;
-    TF_RETURN_IF_ERROR(DimHidden_1(h, &hidden_1));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, y_shape, &y, "y"));
+    TF_ASSIGN_OR_RETURN(const int64_t hidden_1, DimHidden_1(h));
     TensorShape hidden_shape;
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({k, hidden_1}, &hidden_shape));
     Tensor* hidden = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, hidden_shape, &hidden));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, hidden_shape, &hidden, "hidden"));
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    frame->Output(y);
-    frame->Output(hidden);
+    frame->Output(y, "y");
+    frame->Output(hidden, "hidden");
     frame->Input(x, "x");
     frame->Input(w1, "w1");
     frame->Input(b1, "b1");
@@ -322,27 +318,27 @@ class TwoLayerGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so two_layer_back! may accumulate into them.
     Tensor* grad_x = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, x.shape(), &grad_x));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, x.shape(), &grad_x, "grad_x"));
     grad_x->flat<double>().setZero();
     Tensor* grad_w1 = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, w1.shape(), &grad_w1));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, w1.shape(), &grad_w1, "grad_w1"));
     grad_w1->flat<double>().setZero();
     Tensor* grad_b1 = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, b1.shape(), &grad_b1));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, b1.shape(), &grad_b1, "grad_b1"));
     grad_b1->flat<double>().setZero();
     Tensor* grad_w2 = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 3, w2.shape(), &grad_w2));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 3, w2.shape(), &grad_w2, "grad_w2"));
     grad_w2->flat<double>().setZero();
     Tensor* grad_b2 = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 4, b2.shape(), &grad_b2));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 4, b2.shape(), &grad_b2, "grad_b2"));
     grad_b2->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    frame->Output(grad_x);
-    frame->Output(grad_w1);
-    frame->Output(grad_b1);
-    frame->Output(grad_w2);
-    frame->Output(grad_b2);
+    frame->Output(grad_x, "grad_x");
+    frame->Output(grad_w1, "grad_w1");
+    frame->Output(grad_b1, "grad_b1");
+    frame->Output(grad_w2, "grad_w2");
+    frame->Output(grad_b2, "grad_b2");
     frame->Input(grad_y, "grad_y");
     frame->Input(grad_hidden, "grad_hidden");
     frame->Input(y, "y");

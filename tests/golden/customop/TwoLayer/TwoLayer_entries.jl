@@ -13,8 +13,8 @@
 function tfbridge_entry_TwoLayer(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats::Ptr{Float64})::Cint
     try
         Main.two_layer!(
-            TFBridge.tensor(Float64, Val(1), data, 1, ints, 1),  # y: double(m*n), output
-            TFBridge.tensor(Float32, Val(2), data, 2, ints, 3),  # hidden: float(k,(h+1)//2), output
+            TFBridge.tensor(Float64, Val(1), data, 1, ints, 1, :y),  # y: double(m*n), output
+            TFBridge.tensor(Float32, Val(2), data, 2, ints, 3, :hidden),  # hidden: float(k,(h+1)//2), output
             TFBridge.input_tensor(Float64, Val(1), data, 3, ints, 6, :x),  # x: double(n), input
             TFBridge.input_tensor(Float64, Val(2), data, 4, ints, 8, :w1),  # w1: double(h,n), input
             TFBridge.input_tensor(Float64, Val(1), data, 5, ints, 11, :b1),  # b1: double(h), input
@@ -27,7 +27,7 @@ function tfbridge_entry_TwoLayer(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats
         )
         return Cint(0)
     catch e
-        return TFBridge.entry_failure(e, catch_backtrace(), :two_layer!)
+        return TFBridge.entry_failure(e, catch_backtrace(), "two_layer!")
     end
 end
 
@@ -35,11 +35,11 @@ end
 function tfbridge_entry_TwoLayerGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats::Ptr{Float64})::Cint
     try
         Main.two_layer_back!(
-            TFBridge.tensor(Float64, Val(1), data, 1, ints, 1),  # grad_x: double(n), gradient of input x
-            TFBridge.tensor(Float64, Val(2), data, 2, ints, 3),  # grad_w1: double(h,n), gradient of input w1
-            TFBridge.tensor(Float64, Val(1), data, 3, ints, 6),  # grad_b1: double(h), gradient of input b1
-            TFBridge.tensor(Float64, Val(2), data, 4, ints, 8),  # grad_w2: double(m,h), gradient of input w2
-            TFBridge.tensor(Float64, Val(1), data, 5, ints, 11),  # grad_b2: double(m), gradient of input b2
+            TFBridge.tensor(Float64, Val(1), data, 1, ints, 1, :grad_x),  # grad_x: double(n), gradient of input x
+            TFBridge.tensor(Float64, Val(2), data, 2, ints, 3, :grad_w1),  # grad_w1: double(h,n), gradient of input w1
+            TFBridge.tensor(Float64, Val(1), data, 3, ints, 6, :grad_b1),  # grad_b1: double(h), gradient of input b1
+            TFBridge.tensor(Float64, Val(2), data, 4, ints, 8, :grad_w2),  # grad_w2: double(m,h), gradient of input w2
+            TFBridge.tensor(Float64, Val(1), data, 5, ints, 11, :grad_b2),  # grad_b2: double(m), gradient of input b2
             TFBridge.input_tensor(Float64, Val(1), data, 6, ints, 13, :grad_y),  # grad_y: double(m*n), input
             TFBridge.input_tensor(Float32, Val(2), data, 7, ints, 15, :grad_hidden),  # grad_hidden: float(k,(h+1)//2), input
             TFBridge.input_tensor(Float64, Val(1), data, 8, ints, 18, :y),  # y: double(m*n), input
@@ -56,7 +56,7 @@ function tfbridge_entry_TwoLayerGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, fl
         )
         return Cint(0)
     catch e
-        return TFBridge.entry_failure(e, catch_backtrace(), :two_layer_back!)
+        return TFBridge.entry_failure(e, catch_backtrace(), "two_layer_back!")
     end
 end
 

@@ -13,11 +13,11 @@ Forward pass of TwoLayer.
 
 - `y`       output: Float64 vector of length m*n: write it in place (`y .= ...`)
 - `hidden`  output: Float32 matrix of size (k, (h+1)//2): write it in place (`hidden .= ...`)
-- `x`       input: Float64 vector of length n
-- `w1`      input: Float64 matrix of size (h, n)
-- `b1`      input: Float64 vector of length h
-- `w2`      input: Float64 matrix of size (m, h)
-- `b2`      input: Float64 vector of length m
+- `x`       input: Float64 vector of length n, read-only
+- `w1`      input: Float64 matrix of size (h, n), read-only
+- `b1`      input: Float64 vector of length h, read-only
+- `w2`      input: Float64 matrix of size (m, h), read-only
+- `b2`      input: Float64 vector of length m, read-only
 - `alpha`   attribute: Float64 (default 0.5)
 - `k`       attribute: Int64 (default 2)
 - `relu`    attribute: Bool (default true)
@@ -41,15 +41,15 @@ outputs (`grad_<output>`), add the gradients with respect to the inputs into
 - `grad_b1`      gradient of input b1: Float64 vector of length h, zeros on entry: add into it (`grad_b1 .+= ...`)
 - `grad_w2`      gradient of input w2: Float64 matrix of size (m, h), zeros on entry: add into it (`grad_w2 .+= ...`)
 - `grad_b2`      gradient of input b2: Float64 vector of length m, zeros on entry: add into it (`grad_b2 .+= ...`)
-- `grad_y`       gradient of output y: Float64 vector of length m*n
-- `grad_hidden`  gradient of output hidden: Float32 matrix of size (k, (h+1)//2)
-- `y`            forward output: Float64 vector of length m*n
-- `hidden`       forward output: Float32 matrix of size (k, (h+1)//2)
-- `x`            forward input: Float64 vector of length n
-- `w1`           forward input: Float64 matrix of size (h, n)
-- `b1`           forward input: Float64 vector of length h
-- `w2`           forward input: Float64 matrix of size (m, h)
-- `b2`           forward input: Float64 vector of length m
+- `grad_y`       gradient of output y: Float64 vector of length m*n, read-only
+- `grad_hidden`  gradient of output hidden: Float32 matrix of size (k, (h+1)//2), read-only
+- `y`            forward output: Float64 vector of length m*n, read-only
+- `hidden`       forward output: Float32 matrix of size (k, (h+1)//2), read-only
+- `x`            forward input: Float64 vector of length n, read-only
+- `w1`           forward input: Float64 matrix of size (h, n), read-only
+- `b1`           forward input: Float64 vector of length h, read-only
+- `w2`           forward input: Float64 matrix of size (m, h), read-only
+- `b2`           forward input: Float64 vector of length m, read-only
 - `alpha`        attribute: Float64 (default 0.5)
 - `k`            attribute: Int64 (default 2)
 - `relu`         attribute: Bool (default true)

@@ -28,6 +28,12 @@ absl::Status InvalidArgument(const Pieces&... pieces) {
   return absl::InvalidArgumentError(absl::StrCat(pieces...));
 }
 
+// Shape inference: fails unless dimension `dim` is unknown or `size`.
+absl::Status HasSize(InferenceContext* ctx, DimensionHandle dim, int64_t size) {
+  DimensionHandle unused;
+  return ctx->WithValue(dim, size, &unused);
+}
+
 // ------------------------------------------------------------------ ZeroOutRow
 
 absl::Status ZeroOutRowShape(InferenceContext* ctx) {
@@ -37,8 +43,7 @@ absl::Status ZeroOutRowShape(InferenceContext* ctx) {
   TF_RETURN_IF_ERROR(ctx->WithRank(ctx->input(2), 1, &bd));
 
   // Fixed sizes, and named dimensions used again, must match.
-  DimensionHandle unused;
-  TF_RETURN_IF_ERROR(ctx->WithValue(ctx->Dim(indices, 1), 2, &unused));
+  TF_RETURN_IF_ERROR(HasSize(ctx, ctx->Dim(indices, 1), 2));
 
   ctx->set_output(0, ctx->MakeShape({ctx->UnknownDim(), 2}));
   ctx->set_output(1, ctx->MakeShape({ctx->UnknownDim()}));
@@ -85,8 +90,8 @@ class ZeroOutRowOp : public tfjl::JuliaKernel {
     }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
-    frame->DynamicOutput(tfjl::DType::Int64, {-1, 2});
-    frame->DynamicOutput(tfjl::DType::Float64, {-1});
+    frame->DynamicOutput(tfjl::DType::Int64, {-1, 2}, "oindices");
+    frame->DynamicOutput(tfjl::DType::Float64, {-1}, "ovv");
     frame->Input(indices, "indices");
     frame->Input(vv, "vv");
     frame->Input(bd, "bd");
@@ -133,11 +138,11 @@ class ZeroOutRowGradOp : public tfjl::JuliaKernel {
 
     // The gradients start at zero, so zero_out_row_grad may accumulate into them.
     Tensor* grad_vv = nullptr;
-    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, vv.shape(), &grad_vv));
+    TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, vv.shape(), &grad_vv, "grad_vv"));
     grad_vv->flat<double>().setZero();
 
     // Julia's calling convention: gradients out, gradients in, outputs, inputs, attributes.
-    frame->Output(grad_vv);
+    frame->Output(grad_vv, "grad_vv");
     frame->Input(grad_ovv, "grad_ovv");
     frame->Input(oindices, "oindices");
     frame->Input(ovv, "ovv");

@@ -13,7 +13,7 @@
 function tfbridge_entry_ZeroOutRowGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, floats::Ptr{Float64})::Cint
     try
         Main.zero_out_row_grad(
-            TFBridge.tensor(Float64, Val(1), data, 1, ints, 1),  # grad_vv: double(?), gradient of input vv
+            TFBridge.tensor(Float64, Val(1), data, 1, ints, 1, :grad_vv),  # grad_vv: double(?), gradient of input vv
             TFBridge.input_tensor(Float64, Val(1), data, 2, ints, 3, :grad_ovv),  # grad_ovv: double(?), input
             TFBridge.input_tensor(Int64, Val(2), data, 3, ints, 5, :oindices),  # oindices: int64(?,2), input
             TFBridge.input_tensor(Float64, Val(1), data, 4, ints, 8, :ovv),  # ovv: double(?), input
@@ -23,7 +23,7 @@ function tfbridge_entry_ZeroOutRowGrad(data::Ptr{Ptr{Cvoid}}, ints::Ptr{Int64}, 
         )
         return Cint(0)
     catch e
-        return TFBridge.entry_failure(e, catch_backtrace(), :zero_out_row_grad)
+        return TFBridge.entry_failure(e, catch_backtrace(), "zero_out_row_grad")
     end
 end
 

@@ -12,7 +12,7 @@
 Forward pass of Twice.
 
 - `y`  output: Float64 vector of length n: write it in place (`y .= ...`)
-- `x`  input: Float64 vector of length n
+- `x`  input: Float64 vector of length n, read-only
 """
 function twice(y, x)
     y .= 2 .* x
@@ -27,9 +27,9 @@ outputs (`grad_<output>`), add the gradients with respect to the inputs into
 `grad_<input>` (they start at zero).
 
 - `grad_x`  gradient of input x: Float64 vector of length n, zeros on entry: add into it (`grad_x .+= ...`)
-- `grad_y`  gradient of output y: Float64 vector of length n
-- `y`       forward output: Float64 vector of length n
-- `x`       forward input: Float64 vector of length n
+- `grad_y`  gradient of output y: Float64 vector of length n, read-only
+- `y`       forward output: Float64 vector of length n, read-only
+- `x`       forward input: Float64 vector of length n, read-only
 """
 function twice_grad(grad_x, grad_y, y, x)
     grad_x .+= 2 .* grad_y
