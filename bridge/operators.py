@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .graph import Output
 
-__all__ = ["OPERATORS"]
+__all__ = ["OPERATORS", "BINARY"]
 
 
 def _ops() -> Any:
@@ -21,24 +21,24 @@ def _ops() -> Any:
     return ops
 
 
-#: Output's special method -> what it does.  Reflected forms (``__radd__``)
-#: swap the operands, so ``2.0 * x`` is ``mul(2.0, x)``.
+def _binary(op: str) -> tuple[Callable[[Any, Any], Output], Callable[[Any, Any], Output]]:
+    """``x <op> y`` and its reflection ``y <op> x`` (``__radd__`` is called on
+    the right operand, so it swaps them back: ``2.0 * x`` is ``mul(2.0, x)``)."""
+    return (lambda x, y: getattr(_ops(), op)(x, y)), (lambda x, y: getattr(_ops(), op)(y, x))
+
+
+#: Python's binary operators -> the generated op function each calls.
+BINARY = {"add": "add_v2", "sub": "sub", "mul": "mul", "truediv": "real_div", "matmul": "mat_mul",
+          "pow": "pow"}
+
+#: Output's special method -> what it does.
 OPERATORS: dict[str, Callable[..., Output]] = {
-    "__add__": lambda x, y: _ops().add_v2(x, y),
-    "__radd__": lambda x, y: _ops().add_v2(y, x),
-    "__sub__": lambda x, y: _ops().sub(x, y),
-    "__rsub__": lambda x, y: _ops().sub(y, x),
-    "__mul__": lambda x, y: _ops().mul(x, y),
-    "__rmul__": lambda x, y: _ops().mul(y, x),
-    "__truediv__": lambda x, y: _ops().real_div(x, y),
-    "__rtruediv__": lambda x, y: _ops().real_div(y, x),
-    "__matmul__": lambda x, y: _ops().mat_mul(x, y),
-    "__rmatmul__": lambda x, y: _ops().mat_mul(y, x),
-    "__pow__": lambda x, y: _ops().pow(x, y),
-    "__rpow__": lambda x, y: _ops().pow(y, x),
     "__neg__": lambda x: _ops().neg(x),
     "__abs__": lambda x: _ops().abs(x),
 }
+for _operator, _op in BINARY.items():
+    OPERATORS[f"__{_operator}__"], OPERATORS[f"__r{_operator}__"] = _binary(_op)
+del _operator, _op
 
 for _name, _fn in OPERATORS.items():
     setattr(Output, _name, _fn)
