@@ -30,7 +30,7 @@ import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
 
 CHAIN, SIZE, CALLS = 100, 10, 100
-GIL_PROBE = "--without-gil-probe"
+GIL_PROBE = "--with-gil-probe"
 
 jl = julia_op("JlTanh", "JlTanh\ndouble x(n)\ndouble y(n) -> output\n",
               "jl_tanh(y, x) = (y .= tanh.(x); nothing)\njl_tanh_grad(gx, gy, y, x) = (gx .= gy .* (1 .- y .^ 2); nothing)\n")
@@ -61,8 +61,8 @@ native_graph, julia_graph = chain(ops.tanh), chain(jl.jl_tanh)
 # every mode runs the graph as written.
 inline = bridge.SessionConfig(julia_thread=True, disable_meta_optimizer=True)
 if GIL_PROBE in sys.argv:
-    # Run by the main run with TFBRIDGE_JULIA_GIL=0 (read once per process):
-    # the headline pair again, without the GIL around each entry.
+    # Run by the main run with TFBRIDGE_JULIA_GIL=1 (read once per process):
+    # the headline pair again, with the GIL taken around each entry.
     probe_sessions: list = []
     probe = per_op_us({"native": runner(native_graph, inline, probe_sessions),
                        "julia": runner(julia_graph, inline, probe_sessions)})
@@ -133,14 +133,14 @@ body = results["jl_tanh alone, called in Julia (no TF, no bridge)"]
 line("bridge cost per op: (direct - body) / native", (direct - body) / same_thread,
      "   (same-thread native)")
 proc = subprocess.run([sys.executable, __file__, GIL_PROBE], capture_output=True, text=True, timeout=900,
-                      env={**os.environ, "TFBRIDGE_JULIA_GIL": "0"})
+                      env={**os.environ, "TFBRIDGE_JULIA_GIL": "1"})
 if proc.returncode:
-    raise RuntimeError(f"the run without the GIL failed:\n{proc.stderr[-3000:]}")
-no_gil = json.loads(proc.stdout.strip().splitlines()[-1])
-line("Julia direct / native, GIL not taken", no_gil["julia"] / no_gil["native"],
-     "   (TFBRIDGE_JULIA_GIL=0, another process)")
+    raise RuntimeError(f"the run with the GIL failed:\n{proc.stderr[-3000:]}")
+with_gil = json.loads(proc.stdout.strip().splitlines()[-1])
+line("Julia direct / native, GIL around each entry", with_gil["julia"] / with_gil["native"],
+     "   (TFBRIDGE_JULIA_GIL=1, another process)")
 print(f"  {'GIL per entry, from the two ratios':<48s} "
-      f"{(direct / same_thread - no_gil['julia'] / no_gil['native']) * same_thread:12.2f} us")
+      f"{(with_gil['julia'] / with_gil['native'] - direct / same_thread) * same_thread:12.2f} us")
 line("Julia direct / tf.numpy_function", direct / numpy_function, "   (goal: < 1x)")
 line("Julia pool / tf.numpy_function", pool / numpy_function, "   (goal: < 1x)")
 line("Julia in the caller thread / tf.numpy_function", callers / numpy_function, "   (goal: < 1x)")

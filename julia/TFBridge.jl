@@ -364,6 +364,29 @@ end
 
 # ---------------------------------------------------------------- Python host
 
+# The runtime (kernels_cpp/src/tfjl_runtime), found by its soname: it is
+# loaded in every process that runs this module.
+const RUNTIME_LIBRARY = "libtfjl_runtime.so"
+
+"""
+    with_gil(f)
+
+Call `f()` holding Python's global interpreter lock, and return its value.
+Julia code that calls into Python's C API (a `ccall` of a `Py*` function, a
+Python bridge package) must do it inside `with_gil`: Julia ops and
+`bridge.julia` calls do not hold the lock (unless TFBRIDGE_JULIA_GIL=1), so
+that Python threads keep running while Julia computes.  Without Python in
+the process it just calls `f()`.  Nestable.
+"""
+function with_gil(f)
+    token = ccall((:tfjl_gil_acquire, RUNTIME_LIBRARY), Cint, ())
+    try
+        return f()
+    finally
+        ccall((:tfjl_gil_release, RUNTIME_LIBRARY), Cvoid, (Cint,), token)
+    end
+end
+
 """Evaluate every top-level expression of `code` in Main; the last value."""
 eval_code(code::String) = include_string(Main, code, "bridge.julia.eval")
 

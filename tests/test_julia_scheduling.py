@@ -144,13 +144,13 @@ def test_pool_threads_run_other_work_while_julia_is_busy(root, kernels):
     """ADCME's kernels hold a TF pool thread for as long as Julia works; these
     give it back.  Three 0.5 s Julia calls are queued from a pool of two
     threads; a native graph on the same pool runs at once, where synchronous
-    kernels (TFBRIDGE_JULIA_ASYNC=0) make it wait for a nap to end.
-    TFBRIDGE_JULIA_GIL=0: Julia holds Python's GIL while it naps, which
-    would stall this measuring Python thread whatever TF's threads do."""
+    kernels (TFBRIDGE_JULIA_ASYNC=0) make it wait for a nap to end.  (Julia
+    does not hold Python's GIL while it naps, so this measuring Python
+    thread runs whatever TF's threads do.)"""
     folder = _write_op(root, "JlNap", "JlNap\ndouble x(n)\ndouble y(n) -> output\n",
                        "jl_nap(y, x) = (Libc.systemsleep(x[1]); y .= x; nothing)\n")
     customop.build(folder)
-    env = {**os.environ, "TFBRIDGE_JULIA_GIL": "0", "TFBRIDGE_JULIA_ASYNC": "0" if kernels == "sync" else "1"}
+    env = {**os.environ, "TFBRIDGE_JULIA_ASYNC": "0" if kernels == "sync" else "1"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(NAP_SCRIPT), str(folder)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -120,6 +120,14 @@ void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
  * kernel library; buffers already in the free lists are still handed out. */
 void tfjl_set_output_pool_alloc(void* (*alloc)(size_t alignment, size_t size));
 
+/* Python's GIL for Julia code that calls into Python's C API
+ * (TFBridge.with_gil): entries into Julia do not hold it (unless
+ * TFBRIDGE_JULIA_GIL=1), so Python threads run while Julia computes.
+ * tfjl_gil_acquire waits for it (GC-safe on a Julia thread) and returns a
+ * token for tfjl_gil_release; without Python it takes nothing. */
+int tfjl_gil_acquire(void);
+void tfjl_gil_release(int token);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

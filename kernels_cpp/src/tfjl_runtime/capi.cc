@@ -189,6 +189,19 @@ void tfjl_set_output_pool_alloc(void* (*alloc)(size_t alignment, size_t size)) {
   tfjl::detail::g_output_pool_alloc.store(alloc, std::memory_order_release);
 }
 
+int tfjl_gil_acquire(void) {
+  // Waiting for the GIL must not hold up a collection another Julia thread
+  // starts meanwhile: wait GC-safe.
+  tfjl::detail::JuliaThread& julia = tfjl::detail::JuliaThread::instance();
+  const bool in_julia = julia.ready() && tfjl::detail::JuliaThread::on_julia_thread();
+  const int gc_state = in_julia ? julia.side().idle_begin() : 0;
+  const int token = tfjl::detail::gil_acquire();
+  if (in_julia) julia.side().idle_end(gc_state);
+  return token;
+}
+
+void tfjl_gil_release(int token) { tfjl::detail::gil_release(token); }
+
 void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const void* run_options,
                                       const void* inputs, void* const* input_values, int ninputs,
                                       const void* outputs, void** output_values, int noutputs,

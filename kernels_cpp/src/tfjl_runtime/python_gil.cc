@@ -49,10 +49,11 @@ const PythonApi& python_api() {
   return api;
 }
 
+// TFBRIDGE_JULIA_GIL=1: every entry into Julia holds the GIL (GilAcquire).
 bool acquire_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("TFBRIDGE_JULIA_GIL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v != nullptr && std::strcmp(v, "1") == 0;
   }();
   return enabled;
 }
@@ -99,6 +100,16 @@ GilRelease::GilRelease() {
 
 GilRelease::~GilRelease() {
   if (saved_thread_state_ != nullptr) python_api().restore_thread(saved_thread_state_);
+}
+
+int gil_acquire() {
+  const PythonApi& py = python_api();
+  if (!py.complete() || !py.is_initialized() || py.is_finalizing()) return -1;
+  return py.gil_ensure();
+}
+
+void gil_release(int token) {
+  if (token >= 0) python_api().gil_release(token);
 }
 
 }  // namespace detail

@@ -29,12 +29,13 @@ class GilRelease : ScopeGuard {
   void* saved_thread_state_ = nullptr;  // PyThreadState* while released
 };
 
-// Holds the GIL for the guard's lifetime (PyGILState_Ensure/Release) when
-// Python is present, on whatever thread enters Julia: Julia code may then use
-// Python objects (PyCall, PythonCall) safely.  It cannot deadlock against a
-// caller waiting for Julia's thread, because every such wait runs under
-// GilRelease.  A no-op without Python, while the interpreter finalises (a
-// thread taking the GIL then would be terminated), or with TFBRIDGE_JULIA_GIL=0.
+// Holds the GIL for the guard's lifetime when Python is present, on
+// whatever thread enters Julia, if TFBRIDGE_JULIA_GIL=1: for Julia code that
+// uses Python objects without TFBridge.with_gil (below).  By default entries
+// into Julia do not hold it, so Python threads run while Julia computes.  It
+// cannot deadlock against a caller waiting for a Julia thread, because every
+// such wait runs under GilRelease.  A no-op without Python, or while the
+// interpreter finalises (a thread taking the GIL then would be terminated).
 class GilAcquire : ScopeGuard {
  public:
   GilAcquire();
@@ -44,6 +45,13 @@ class GilAcquire : ScopeGuard {
   bool counted_ = false;  // Python was there: this guard counts in the thread's nesting depth
   bool held_ = false;     // this guard took the GIL (the outermost one on its thread)
 };
+
+// Python's GIL for Julia code that calls into Python (TFBridge.with_gil,
+// through tfjl_gil_acquire / tfjl_gil_release): PyGILState_Ensure and
+// Release, nestable, on any thread.  Returns the token for gil_release; -1
+// (nothing taken) without Python or while it finalises.
+int gil_acquire();
+void gil_release(int token);
 
 }  // namespace detail
 }  // namespace tfjl
