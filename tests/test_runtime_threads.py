@@ -420,15 +420,18 @@ def test_kernel_starts_julia_lazily_without_bridge_julia(ops):
     assert proc.returncode == 0 and "lazy ok" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_julia_entries_hold_the_gil(ops):
-    """Every entry into Julia holds the GIL, so Julia code may touch Python;
-    Julia asks CPython itself, on the pool-thread path and the inline path."""
-    julia.eval("rt_gil!(y, x) = (y .= ccall(:PyGILState_Check, Cint, ()); nothing)")
-    assert julia.eval("ccall(:PyGILState_Check, Cint, ())") == 1
+def test_julia_entries_do_not_hold_the_gil_and_with_gil_does(ops):
+    """Entries into Julia leave the GIL to Python's threads; TFBridge.with_gil
+    takes it.  Julia asks CPython itself, on the pool-thread path and the
+    inline path."""
+    julia.eval("rt_gil!(y, x) = (y .= ccall(:PyGILState_Check, Cint, ()) .+ "
+               "10 .* TFBridge.with_gil(() -> ccall(:PyGILState_Check, Cint, ())); nothing)")
+    assert julia.eval("ccall(:PyGILState_Check, Cint, ())") == 0
+    assert julia.eval("TFBridge.with_gil(() -> ccall(:PyGILState_Check, Cint, ()))") == 1
     g = bridge.Graph()
     with g.as_default():
         x = bridge.placeholder(bridge.int32, shape=[4], name="x")
         y = ops.jl_rt_apply(x, fn="rt_gil!")
     for config in (None, bridge.SessionConfig(julia_thread=True)):
         with bridge.Session(g, config=config) as sess:
-            np.testing.assert_array_equal(sess.run(y, {x: np.zeros(4, np.int32)}), [1, 1, 1, 1])
+            np.testing.assert_array_equal(sess.run(y, {x: np.zeros(4, np.int32)}), [10, 10, 10, 10])

@@ -29,6 +29,7 @@ struct InitParams {
   std::string bindir;     // Sys.BINDIR of the Julia installation
   std::string image;      // absolute path of the system image (sys.so)
   std::string bridge_jl;  // TFBridge.jl to load, empty: the copy built into libtfjl_julia.so
+  int servers = 1;        // Julia threads, all of which serve calls (Julia caps it at the CPUs)
 };
 
 // What a call into Julia came to.
@@ -39,7 +40,7 @@ struct Outcome {
 
 // Bumped whenever the table changes: both libraries come from one build, so
 // a mismatch means a stale file next to the runtime.
-constexpr int kJuliaSideAbi = 3;
+constexpr int kJuliaSideAbi = 4;
 
 struct JuliaSide {
   int abi;
@@ -54,10 +55,17 @@ struct JuliaSide {
   Outcome (*eval_value)(const char* code, tfjl_value* out);
   Outcome (*eval_repr)(const char* code, char** repr);
   Outcome (*include)(const char* path);
-  // Brackets the time Julia's thread waits for work: a GC-safe region, so
-  // Julia's worker threads (JULIA_NUM_THREADS > 1) can collect meanwhile.
+  // Brackets a time a Julia thread spends outside Julia (waiting for work,
+  // in TF_SessionRun, in a kernel's done callback): a GC-safe region, so
+  // the other Julia threads can collect meanwhile.  Every other entry point
+  // of this table takes the thread back to the GC-unsafe state for its call.
   int (*idle_begin)();
   void (*idle_end)(int state);
+  // Julia's first thread, once Julia is initialised: every Julia thread
+  // (this one included, in its root task) calls serve(max wait in
+  // microseconds) in a loop, yielding to Julia's scheduler in between.
+  // Returns only on failure, with the reason.
+  std::string (*serve_forever)(void (*serve)(int max_wait_us));
 };
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 
+#include <mutex>
 #include <string>
 
 #include "julia_handles.h"
@@ -81,6 +82,11 @@ std::string initialise_julia(const InitParams& params) {
   // (SIGSEGV for stack overflow and GC safepoints, ...) stay.
   struct sigaction host_sigint;
   sigaction(SIGINT, nullptr, &host_sigint);
+  // Julia's threads, each of which serves calls.  Julia 1.5 reads
+  // jl_options.nthreads before JULIA_NUM_THREADS, so the environment, which
+  // other threads may be reading, is left alone (and it caps the count at
+  // the number of CPUs).
+  jl_options.nthreads = params.servers;
   jl_init_with_image(params.bindir.c_str(), params.image.c_str());
   sigaction(SIGINT, &host_sigint, nullptr);
   if (!jl_is_initialized()) return "jl_init_with_image(" + params.bindir + ", " + params.image + ") failed";
@@ -111,10 +117,13 @@ std::string load_handles() {
   h.py_repr = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyRepr", &missing));
   h.py_bigint = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyBigInt", &missing));
   h.py_array = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyArray", &missing));
-  h.last_failure = lookup(m, "LAST_FAILURE", &missing);
+  jl_value_t* last_failures = lookup(m, "LAST_FAILURE", &missing);
+  h.serve_on_threads = lookup(m, "serve_on_threads", &missing);
   if (!missing.empty()) return "TFBridge.jl lacks: " + missing;
   if (!jl_is_array(roots)) return "TFBridge.ROOTS is not a Vector{Any}";
   h.roots = reinterpret_cast<jl_array_t*>(roots);
+  if (!jl_is_array(last_failures)) return "TFBridge.LAST_FAILURE is not a Vector{Any}";
+  h.last_failures = reinterpret_cast<jl_array_t*>(last_failures);
 
   // Constant bindings of the module keep the functions and types alive; the
   // ones built here are rooted explicitly.
@@ -134,36 +143,52 @@ jl_value_t* element_type(DType dtype) {
   return nullptr;
 }
 
-jl_value_t* array_type(DType dtype, int rank) {
-  jl_value_t*& slot = g_handles.array_types[static_cast<int>(dtype)][rank];
-  if (slot == nullptr) {
-    slot = jl_apply_array_type(element_type(dtype), static_cast<size_t>(rank));
-    keep_forever(slot);
-  }
-  return slot;
-}
-
 namespace {
 
-// A type TFBridge builds for (dtype, rank[, input]), cached in `slot`.
+// The type caches fill from any Julia thread.  A filled slot is read without
+// a lock; an empty one is filled once, under this lock, which a thread waits
+// for GC-safe: the thread holding it allocates, and a collection it starts
+// must not wait for a thread blocked here.
+std::mutex g_type_cache_mutex;
+
+template <class T, class Build>
+T* cached(T*& slot, Build build) {
+  if (T* t = __atomic_load_n(&slot, __ATOMIC_ACQUIRE)) return t;
+  jl_ptls_t ptls = current_ptls();
+  const int8_t state = jl_gc_safe_enter(ptls);
+  std::lock_guard<std::mutex> lock(g_type_cache_mutex);
+  jl_gc_safe_leave(ptls, state);
+  T* t = slot;
+  if (t == nullptr) {
+    t = build();
+    if (t != nullptr) {
+      keep_forever(reinterpret_cast<jl_value_t*>(t));
+      __atomic_store_n(&slot, t, __ATOMIC_RELEASE);
+    }
+  }
+  return t;
+}
+
+// A type TFBridge builds for (dtype, rank[, input]).
 jl_value_t* julia_built_type(jl_value_t*& slot, jl_function_t* builder, DType dtype, int rank, int input) {
-  if (slot == nullptr) {
+  return cached(slot, [&]() -> jl_value_t* {
     jl_value_t* n = jl_box_int64(rank);
     JL_GC_PUSH1(&n);
     jl_value_t* t = input < 0 ? jl_call2(builder, element_type(dtype), n)
                               : jl_call3(builder, element_type(dtype), n, input ? jl_true : jl_false);
     JL_GC_POP();
-    if (t == nullptr) {
-      jl_exception_clear();
-      return nullptr;
-    }
-    keep_forever(t);
-    slot = t;
-  }
-  return slot;
+    if (t == nullptr) jl_exception_clear();
+    return t;
+  });
 }
 
 }  // namespace
+
+jl_value_t* array_type(DType dtype, int rank) {
+  return cached(g_handles.array_types[static_cast<int>(dtype)][rank], [&] {
+    return jl_apply_array_type(element_type(dtype), static_cast<size_t>(rank));
+  });
+}
 
 jl_value_t* view_type(DType dtype, int rank, bool input) {
   const int d = static_cast<int>(dtype);
@@ -172,25 +197,19 @@ jl_value_t* view_type(DType dtype, int rank, bool input) {
 }
 
 jl_value_t* readonly_type(DType dtype, int rank) {
-  jl_value_t*& slot = g_handles.readonly_types[static_cast<int>(dtype)][rank];
-  return julia_built_type(slot, g_handles.readonly_type, dtype, rank, -1);
+  return julia_built_type(g_handles.readonly_types[static_cast<int>(dtype)][rank], g_handles.readonly_type, dtype,
+                          rank, -1);
 }
 
 jl_datatype_t* dims_tuple_type(int rank) {
-  jl_datatype_t*& slot = g_handles.dims_tuples[rank];
-  if (slot == nullptr) {
+  return cached(g_handles.dims_tuples[rank], [&]() -> jl_datatype_t* {
     jl_value_t* n = jl_box_int64(rank);
     JL_GC_PUSH1(&n);
     jl_value_t* t = jl_call1(g_handles.dims_tuple_type, n);
     JL_GC_POP();
-    if (t == nullptr) {
-      jl_exception_clear();
-      return nullptr;
-    }
-    keep_forever(t);
-    slot = reinterpret_cast<jl_datatype_t*>(t);
-  }
-  return slot;
+    if (t == nullptr) jl_exception_clear();
+    return reinterpret_cast<jl_datatype_t*>(t);
+  });
 }
 
 std::string describe_exception(jl_value_t* exception) {

@@ -69,15 +69,16 @@ void assign(std::string* out, jl_value_t* s) { out->assign(jl_string_data(s), jl
 
 // The symbol of a plain name, cached by the address of the caller's string
 // (a kernel passes the same literal on every call) and checked against its
-// text, so a reused address with new contents is looked up again.  Only
-// Julia's thread touches it.  Symbols are permanent: caching them is safe,
-// and the binding itself is read on every call, so redefinitions still count.
+// text, so a reused address with new contents is looked up again.  One
+// cache per Julia thread, so no lock.  Symbols are permanent: caching them is
+// safe, and the binding itself is read on every call, so redefinitions still
+// count.
 jl_sym_t* cached_symbol(const char* name) {
   struct Entry {
     std::string text;
     jl_sym_t* symbol;
   };
-  static std::unordered_map<const char*, Entry> cache;
+  thread_local std::unordered_map<const char*, Entry> cache;
   auto it = cache.find(name);
   if (it != cache.end() && it->second.text == name) return it->second.symbol;
   if (cache.size() >= 4096) cache.clear();  // callers building names on the fly

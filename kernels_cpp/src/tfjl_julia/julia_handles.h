@@ -1,7 +1,8 @@
 // Julia values the runtime looks up once and reuses on every call: the
 // TFBridge helper functions, the types it constructs, and per-(dtype, rank)
-// array and view types.  Only Julia's thread touches any of this, so no
-// locking; everything cached is pushed onto TFBridge.ROOTS so the GC keeps it.
+// array and view types.  Julia's threads all read them: the handles are set
+// once at start-up, the type caches fill under a lock (init.cc); everything
+// cached is pushed onto TFBridge.ROOTS so the GC keeps it.
 #ifndef TFJL_SRC_TFJL_JULIA_JULIA_HANDLES_H_
 #define TFJL_SRC_TFJL_JULIA_JULIA_HANDLES_H_
 
@@ -42,7 +43,8 @@ struct Handles {
   jl_datatype_t* py_array = nullptr;  // TFBridge.PyArray
   jl_datatype_t* dynamic_output = nullptr;  // TFBridge.DynamicOutput, a Ref{Any}
   jl_value_t* empty_string = nullptr;
-  jl_value_t* last_failure = nullptr;  // TFBridge.LAST_FAILURE, a Ref{Any} set by compiled entries
+  jl_array_t* last_failures = nullptr;  // TFBridge.LAST_FAILURE: per Julia thread, what an entry recorded
+  jl_function_t* serve_on_threads = nullptr;
 
   // Filled on first use; see the accessors below.
   jl_value_t* array_types[kNumDTypes][kMaxRank + 1] = {};
@@ -50,6 +52,32 @@ struct Handles {
   jl_value_t* input_view_types[kNumDTypes][kMaxRank + 1] = {};  // over a ReadOnlyArray
   jl_value_t* readonly_types[kNumDTypes][kMaxRank + 1] = {};    // TFBridge.ReadOnlyArray{T,N}
   jl_datatype_t* dims_tuples[kMaxRank + 1] = {};
+};
+
+// Julia's per-thread state: Julia 1.7 replaced jl_get_ptls_states() by the
+// current task's ptls (only 1.5 is tested here).
+inline jl_ptls_t current_ptls() {
+#if JULIA_VERSION_MAJOR == 1 && JULIA_VERSION_MINOR < 7
+  return jl_get_ptls_states();
+#else
+  return jl_current_task->ptls;
+#endif
+}
+
+// Julia code runs GC-unsafe.  A Julia thread may arrive from a GC-safe
+// region (an inline TF_SessionRun, a kernel's done callback, both outside
+// Julia so that a collection on another thread need not wait for them):
+// every entry point of the Julia side holds one of these for its call.
+class InJulia {
+ public:
+  InJulia() : ptls_(current_ptls()), state_(jl_gc_unsafe_enter(ptls_)) {}
+  ~InJulia() { jl_gc_unsafe_leave(ptls_, state_); }
+  InJulia(const InJulia&) = delete;
+  InJulia& operator=(const InJulia&) = delete;
+
+ private:
+  jl_ptls_t ptls_;
+  int8_t state_;
 };
 
 // jl_init_with_image, then TFBridge.jl and the handles (init.cc).

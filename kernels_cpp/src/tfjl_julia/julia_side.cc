@@ -102,6 +102,7 @@ void fill_value(jl_value_t* v, tfjl_value* out) {
 }
 
 Outcome call(const char* function, std::vector<Arg>& args) {
+  InJulia in_julia;
   jl_value_t* f = resolve_function(function);
   if (f == nullptr) return not_found(function);
   return Invocation(args).call(handles().protect, f, [](jl_value_t*) {});
@@ -110,24 +111,28 @@ Outcome call(const char* function, std::vector<Arg>& args) {
 Outcome call_entry(EntryFn entry, const EntryArgs& args) {
   // No jl_call around it: the entry's own try catches whatever the user's
   // function throws, and recording the failure cannot throw (TFBridge.entry_failure).
+  InJulia in_julia;
   const int kind = entry(args.data, args.ints, args.floats);
   if (kind == kOk) return {};
-  return outcome_of(jl_get_nth_field_noalloc(handles().last_failure, 0));
+  return outcome_of(jl_array_ptr_ref(handles().last_failures, jl_threadid()));
 }
 
 Outcome call_value(const char* function, std::vector<Arg>& args, tfjl_value* out) {
+  InJulia in_julia;
   jl_value_t* f = resolve_function(function);
   if (f == nullptr) return not_found(function);
   return Invocation(args).call(handles().protect_value, f, [&](jl_value_t* v) { fill_value(v, out); });
 }
 
 Outcome eval_value(const char* code, tfjl_value* out) {
+  InJulia in_julia;
   std::vector<Arg> args = string_arg(code);
   return Invocation(args).call(handles().protect_value, handles().eval_code,
                                [&](jl_value_t* v) { fill_value(v, out); });
 }
 
 Outcome eval_repr(const char* code, char** repr) {
+  InJulia in_julia;
   std::vector<Arg> args = string_arg(code);
   return Invocation(args).call(handles().protect, handles().eval_repr, [&](jl_value_t* v) {
     if (jl_is_string(v)) *repr = malloc_string(jl_string_data(v), jl_string_len(v)).release();
@@ -135,26 +140,28 @@ Outcome eval_repr(const char* code, char** repr) {
 }
 
 Outcome include(const char* path) {
+  InJulia in_julia;
   std::vector<Arg> args = string_arg(path);
   return Invocation(args).call(handles().protect, handles().include_file, [](jl_value_t*) {});
-}
-
-// Julia's per-thread state: Julia 1.7 replaced jl_get_ptls_states() by the
-// current task's ptls (only 1.5 is tested here).
-jl_ptls_t current_ptls() {
-#if JULIA_VERSION_MAJOR == 1 && JULIA_VERSION_MINOR < 7
-  return jl_get_ptls_states();
-#else
-  return jl_current_task->ptls;
-#endif
 }
 
 int idle_begin() { return jl_gc_safe_enter(current_ptls()); }
 
 void idle_end(int state) { jl_gc_safe_leave(current_ptls(), static_cast<int8_t>(state)); }
 
-const JuliaSide kJuliaSide = {kJuliaSideAbi, &initialise_julia, &call,     &call_entry, &call_value,
-                              &eval_value,   &eval_repr,        &include,  &idle_begin, &idle_end};
+std::string serve_forever(void (*serve)(int)) {
+  jl_value_t* fn = jl_box_voidpointer(reinterpret_cast<void*>(serve));
+  JL_GC_PUSH1(&fn);
+  jl_call1(handles().serve_on_threads, fn);  // returns only if it fails
+  JL_GC_POP();
+  jl_value_t* exception = jl_exception_occurred();
+  jl_exception_clear();
+  return "starting Julia's serving threads failed: " + describe_exception(exception);
+}
+
+const JuliaSide kJuliaSide = {kJuliaSideAbi, &initialise_julia, &call,       &call_entry, &call_value,
+                              &eval_value,   &eval_repr,        &include,    &idle_begin, &idle_end,
+                              &serve_forever};
 
 }  // namespace
 }  // namespace detail

@@ -93,10 +93,13 @@ struct AsyncCall {
 };
 
 // Frees the call before `done`, which may well end the kernel that owns args.
+// `done` runs TF's executor onwards (the ops after this one, when TF runs
+// the graph in the thread that finishes it): outside Julia.
 void complete(AsyncCall* call, Outcome out) {
   const JuliaDone done = call->done;
   void* const ctx = call->ctx;
   delete call;
+  detail::OutsideJulia outside;
   done(ctx, std::move(out.error), out.kind);
 }
 

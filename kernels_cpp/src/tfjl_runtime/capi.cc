@@ -212,17 +212,14 @@ void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const
     session_run(session, run_options, inputs, input_values, ninputs, outputs, output_values, noutputs, targets,
                 ntargets, run_metadata, status);
   };
-  JuliaThread& julia = JuliaThread::instance();
   bool ran = false;
   try {
     // Returns why Julia is unavailable, if it is; `ran` then stays false.
     run_here_or_polling([&] {
-      struct InSessionRun {  // scoped, so the count stays right on every exit
-        JuliaThread& j;
-        explicit InSessionRun(JuliaThread& jt) : j(jt) { j.enter_session_run(); }
-        ~InSessionRun() { j.leave_session_run(); }
-      } in_run(julia);
       ran = true;
+      // TF's own work outside Julia's heap: another Julia thread may collect
+      // meanwhile (each Julia op of the run enters Julia for its call).
+      tfjl::detail::OutsideJulia outside;
       run();
     });
   } catch (...) {

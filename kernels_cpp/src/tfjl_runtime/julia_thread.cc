@@ -1,6 +1,10 @@
 #include "julia_thread.h"
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,12 +15,37 @@ namespace tfjl {
 namespace detail {
 namespace {
 
-// Julia's root task runs on this stack; TF's inline executor and deep Julia
-// recursion both need more than the default 8 MB.
+// Julia's first thread runs Julia's initialisation and its root task on
+// this stack.  (Ops run on the serving tasks' stacks, TFBridge.jl.)
 constexpr size_t kJuliaStackBytes = size_t{64} << 20;
 
-// How long a handed-over call waits before it explains a likely deadlock.
-constexpr auto kSlowWait = std::chrono::seconds(30);
+// Julia's threads run this library's code for the rest of the process, so
+// it must never be unloaded: a host that dlclose()s it (cffi does so when
+// Python exits) would pull the code from under them.
+void pin_this_library() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&pin_this_library), &info) != 0 && info.dli_fname != nullptr) {
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  }
+}
+
+// A positive integer environment variable, or 0.
+int positive_env(const char* name) {
+  const char* v = std::getenv(name);
+  char* end = nullptr;
+  const long n = v != nullptr ? std::strtol(v, &end, 10) : 0;
+  return v != nullptr && end != v && *end == '\0' && n > 0 && n < INT_MAX ? static_cast<int>(n) : 0;
+}
+
+// How many threads Julia starts with, all serving calls:
+// TFBRIDGE_JULIA_THREADS, else JULIA_NUM_THREADS, else one per CPU (Julia 1.5
+// caps it at the CPUs anyway).  At most what on_julia_thread() can track.
+int serving_threads() {
+  int n = positive_env("TFBRIDGE_JULIA_THREADS");
+  if (n == 0) n = positive_env("JULIA_NUM_THREADS");
+  if (n == 0) n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return n < 1 ? 1 : (n > 255 ? 255 : n);
+}
 
 // How long Julia's thread keeps looking for new work, and a Python caller
 // for its result, before it sleeps: TFBRIDGE_JULIA_POLL_US microseconds, 50
@@ -55,12 +84,25 @@ JuliaThread& JuliaThread::instance() {
   return *self;
 }
 
-// pthread_self() rather than a thread_local: this runs on every call, and a
-// thread_local in a dlopen'ed library costs a __tls_get_addr call each time.
+// A scan of a few pthread_t rather than a thread_local: this runs on every
+// call, and a thread_local in a dlopen'ed library costs a __tls_get_addr call.
 bool JuliaThread::on_julia_thread() {
   const JuliaThread& self = instance();
-  return self.has_thread_.load(std::memory_order_acquire) &&
-         pthread_equal(self.thread_.load(std::memory_order_relaxed), pthread_self());
+  const int n = self.n_threads_.load(std::memory_order_acquire);
+  const pthread_t me = pthread_self();
+  for (int i = 0; i < n; ++i) {
+    if (pthread_equal(self.threads_[i].load(std::memory_order_relaxed), me)) return true;
+  }
+  return false;
+}
+
+void JuliaThread::register_thread() {
+  if (on_julia_thread()) return;
+  std::lock_guard<std::mutex> lock(threads_mutex_);
+  const int n = n_threads_.load(std::memory_order_relaxed);
+  if (n == kMaxThreads) return;  // serving_threads() keeps below this
+  threads_[n].store(pthread_self(), std::memory_order_relaxed);
+  n_threads_.store(n + 1, std::memory_order_release);
 }
 
 std::string JuliaThread::ensure_started(const InitParams* given) {
@@ -75,6 +117,11 @@ std::string JuliaThread::ensure_started(const InitParams* given) {
       return err;  // nothing started: a later tfjl_init with good paths may still succeed
     }
     if (std::string err = check_params(params); !err.empty()) return err;
+    params.servers = serving_threads();
+    pin_this_library();
+    // Registered after libjulia was loaded, so it runs before libjulia's own
+    // exit-time destructors.
+    std::atexit([] { instance().exiting_.store(true, std::memory_order_release); });
     if (side_ == nullptr) {
       if (std::string err = load_julia_side(&side_); !err.empty()) return err;
     }
@@ -97,8 +144,7 @@ std::string JuliaThread::ensure_started(const InitParams* given) {
 
 void* JuliaThread::thread_main(void* arg) {
   auto* self = static_cast<JuliaThread*>(arg);
-  self->thread_.store(pthread_self(), std::memory_order_relaxed);
-  self->has_thread_.store(true, std::memory_order_release);
+  self->register_thread();
   std::string err;
   try {
     err = self->side_->initialise(self->params_);
@@ -114,54 +160,83 @@ void* JuliaThread::thread_main(void* arg) {
     self->state_.store(err.empty() ? kReady : kFailed, std::memory_order_release);
   }
   self->init_cv_.notify_all();
-  if (err.empty()) self->serve();
-  return nullptr;
+  if (!err.empty()) return nullptr;
+  // From here on every Julia thread serves calls, this one included.
+  err = self->side_->serve_forever(&JuliaThread::serve);
+  std::fprintf(stderr, "tf-julia-bridge: %s; Julia's first thread serves calls instead\n", err.c_str());
+  for (;;) serve(INT_MAX);
 }
 
-void JuliaThread::serve() {
+void JuliaThread::serve(int max_wait_us) {
+  JuliaThread& self = instance();
+  self.register_thread();
+  bool polling = false;
   for (;;) {
-    Task* batch = take_work();
-    while (batch != nullptr) {
-      Task* task = batch;
-      batch = task->next;  // read first: the owner may return as soon as the task is done
-      try {
-        task->fn(task->ctx);
-      } catch (...) {
-        task->error = std::current_exception();
-      }
-      if (task->posted) {  // nobody waits for it
-        if (task->error) std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
-        delete task;
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(task->mutex);
-      task->done = true;
-      task->finished.store(true, std::memory_order_release);
-      task->cv.notify_one();  // while locked: once unlocked the owner may destroy the task
+    while (Task* task = self.take_task(max_wait_us, &polling)) {
+      self.execute(task);
+      // Poll for the next task before anything else happens: a caller that
+      // submits its next run right away then finds a poller and wakes no
+      // other server (a woken server would compete for the CPU with this
+      // one, which keeps the run's data warm).
+      polling = !self.poller_.exchange(true, std::memory_order_acquire);
     }
+    if (!self.exiting_.load(std::memory_order_acquire)) return;  // back to Julia's scheduler for a while
+    max_wait_us = INT_MAX;  // exiting: calls from atexit handlers are still served, here
   }
 }
 
-Task* JuliaThread::take_work() {
-  const int gc_state = side_->idle_begin();
-  // Waking a sleeping thread costs 5-70 us on these VMs (idle vCPUs halt at
-  // once), far more than a call; work often follows work within
-  // microseconds (the next op of a chain, the next run), so look for it
-  // briefly first, as TF's own Eigen pool threads do.  No kernel waits on
-  // this: kernels either sleep on their task or have returned (posted tasks).
-  poll_for(pending_);
-  std::unique_lock<std::mutex> lock(queue_mutex_);
-  if (head_ == nullptr) {
-    sleeping_ = true;
-    queue_cv_.wait(lock, [this] { return head_ != nullptr; });
-    sleeping_ = false;
+void JuliaThread::execute(Task* task) {
+  try {
+    task->fn(task->ctx);
+  } catch (...) {
+    task->error = std::current_exception();
   }
-  Task* batch = head_;  // take everything queued: one lock round trip per burst
-  head_ = tail_ = nullptr;
-  pending_.store(false, std::memory_order_relaxed);
+  if (task->posted) {  // nobody waits for it
+    if (task->error) std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
+    delete task;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(task->mutex);
+  task->done = true;
+  task->finished.store(true, std::memory_order_release);
+  task->cv.notify_one();  // while locked: once unlocked the owner may destroy the task
+}
+
+Task* JuliaThread::take_task(int max_wait_us, bool* polling) {
+  const int gc_state = side_->idle_begin();
+  // Waking a sleeping thread costs 5-70 us on the VMs this was measured on
+  // (idle vCPUs halt at once), far more than a call; work often follows work
+  // within microseconds (the next op of a chain, the next run), so look for
+  // it briefly first, as TF's own Eigen pool threads do.  No kernel waits on
+  // this: kernels either sleep on their task or have returned (posted tasks).
+  // One server polls at a time, usually the one that has just finished a
+  // task: the next run of a session then stays on that warm core, rather
+  // than every idle server racing for it (on 2 cores, runs alternating
+  // between threads took twice as long); a second task meanwhile wakes a
+  // sleeping server, so independent work still runs in parallel.
+  if (!*polling) *polling = !poller_.exchange(true, std::memory_order_acquire);
+  if (*polling) poll_for(pending_);
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  if (*polling) poller_.store(false, std::memory_order_relaxed);  // under the lock: see enqueue
+  *polling = false;
+  if (head_ == nullptr) {
+    ++sleeping_;
+    queue_cv_.wait_for(lock, std::chrono::microseconds(max_wait_us), [this] { return head_ != nullptr; });
+    --sleeping_;
+  }
+  // One task at a time: the next one is for another server, if one is free.
+  Task* task = head_;
+  if (task != nullptr) {
+    head_ = task->next;
+    if (head_ == nullptr) tail_ = nullptr;
+    task->next = nullptr;
+  }
+  pending_.store(head_ != nullptr, std::memory_order_relaxed);
+  const bool wake_another = head_ != nullptr && sleeping_ > 0;
   lock.unlock();
+  if (wake_another) queue_cv_.notify_one();
   side_->idle_end(gc_state);  // may wait for a collection in progress
-  return batch;
+  return task;
 }
 
 void JuliaThread::enqueue(Task* task) {
@@ -175,9 +250,11 @@ void JuliaThread::enqueue(Task* task) {
     }
     tail_ = task;
     pending_.store(true, std::memory_order_release);
-    wake = sleeping_;
+    // A polling server sees pending_, or finds the task once it takes the
+    // lock (it clears poller_ under it), so only without one is a sleeping
+    // server woken (a costly futex wake).
+    wake = sleeping_ > 0 && !poller_.load(std::memory_order_relaxed);
   }
-  // A polling thread sees pending_; only a sleeping one needs the (costly) futex wake.
   if (wake) queue_cv_.notify_one();
 }
 
@@ -215,22 +292,20 @@ void JuliaThread::post(void (*fn)(void*), void* ctx) {
 void JuliaThread::wait_for(Task& task, Wait wait) {
   GilRelease unlocked_gil;
   if (wait == Wait::kPollFirst) poll_for(task.finished);
-  // Taken even when polling saw the task finished: Julia's thread may still
-  // hold the mutex, and the task must outlive its last use there.
+  // Taken even when polling saw the task finished: the server may still hold
+  // the mutex, and the task must outlive its last use there.
   std::unique_lock<std::mutex> lock(task.mutex);
-  bool explained = false;
-  while (!task.done) {
-    if (task.cv.wait_for(lock, kSlowWait) == std::cv_status::timeout && !task.done && !explained &&
-        in_session_run_.load(std::memory_order_relaxed) > 0) {
-      std::fprintf(stderr,
-                   "tf-julia-bridge: a Julia call has waited %lld s for Julia's thread, which is inside "
-                   "tfjl_session_run_on_julia_thread. If TensorFlow runs a Julia op of that session on a "
-                   "pool thread, this is a deadlock: such sessions need "
-                   "inter_op_parallelism_threads = -1.\n",
-                   static_cast<long long>(kSlowWait.count()));
-      explained = true;
-    }
-  }
+  task.cv.wait(lock, [&task] { return task.done; });
+}
+
+OutsideJulia::OutsideJulia() {
+  JuliaThread& julia = JuliaThread::instance();
+  active_ = julia.ready() && JuliaThread::on_julia_thread();
+  if (active_) gc_state_ = julia.side().idle_begin();
+}
+
+OutsideJulia::~OutsideJulia() {
+  if (active_) JuliaThread::instance().side().idle_end(gc_state_);
 }
 
 }  // namespace detail

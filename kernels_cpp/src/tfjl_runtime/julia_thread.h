@@ -1,5 +1,7 @@
-// Julia's thread: the one thread that initialises Julia and runs every jl_*
-// call of the process (Julia 1.5 cannot be entered from other threads).
+// Julia's threads: the thread that initialises Julia and the others Julia
+// starts, all of which serve the calls other threads hand to Julia (Julia
+// 1.5 cannot be entered from threads it did not start).
+// README.md, "Threads", draws who owns what.
 #ifndef TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 #define TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 
@@ -47,6 +49,7 @@ class JuliaThread {
 
   // The Julia side's entry points (valid once ready()).
   const JuliaSide& side() const { return *side_; }
+  // Whether the calling thread is one of Julia's (which call Julia directly).
   static bool on_julia_thread();
 
   // How a caller waits for a handed-over task.  kSleep: at once (kernels on
@@ -67,21 +70,23 @@ class JuliaThread {
   uint64_t direct_calls() const { return direct_calls_.load(std::memory_order_relaxed); }
   uint64_t handed_over_calls() const { return handed_over_calls_.load(std::memory_order_relaxed); }
 
-  // Julia's thread is inside a TF_SessionRun (tfjl_session_run_on_julia_thread);
-  // used only to explain a long wait.
-  void enter_session_run() { in_session_run_.fetch_add(1, std::memory_order_relaxed); }
-  void leave_session_run() { in_session_run_.fetch_sub(1, std::memory_order_relaxed); }
-
  private:
   enum State : int { kNotStarted, kStarting, kReady, kFailed };
+  static constexpr int kMaxThreads = 256;  // Julia threads on_julia_thread() knows
 
   JuliaThread() = default;
   static void* thread_main(void* self);
-  void serve();
+  // A serving thread's loop, called by Julia (TFBridge.serve_forever): runs
+  // queued tasks until none has come for max_wait_us, then returns so that
+  // the thread's other Julia tasks get their turn.
+  static void serve(int max_wait_us);
+  void register_thread();
+  void execute(Task* task);
   void enqueue(Task* task);
-  // The next burst of queued tasks; polls briefly before sleeping (README.md,
-  // "Waiting for work").
-  Task* take_work();
+  // The oldest queued task, or null after max_wait_us without one; the
+  // poller (*polling, true if this server holds poller_) polls briefly
+  // before sleeping (README.md, "Waiting for work").
+  Task* take_task(int max_wait_us, bool* polling);
   void wait_for(Task& task, Wait wait);
 
   std::atomic<int> state_{kNotStarted};
@@ -95,14 +100,42 @@ class JuliaThread {
   std::condition_variable queue_cv_;
   Task* head_ = nullptr;
   Task* tail_ = nullptr;
-  bool sleeping_ = false;            // Julia's thread waits on queue_cv_: enqueue must wake it
+  int sleeping_ = 0;                  // serving threads waiting on queue_cv_: enqueue wakes one
   std::atomic<bool> pending_{false};  // head_ != nullptr, readable without the lock while polling
-  std::atomic<pthread_t> thread_{};  // Julia's thread, once it runs
-  std::atomic<bool> has_thread_{false};
+  // A server is polling for work (at most one; cleared under queue_mutex_):
+  // enqueue leaves it the task instead of waking a sleeping server.
+  std::atomic<bool> poller_{false};
+
+  // Julia's threads seen so far (its first thread, then each server as it
+  // starts): entries [0, n_threads_) are set, and never change.
+  std::mutex threads_mutex_;  // serialises registrations
+  std::atomic<pthread_t> threads_[kMaxThreads] = {};
+  std::atomic<int> n_threads_{0};
 
   std::atomic<uint64_t> direct_calls_{0};
   std::atomic<uint64_t> handed_over_calls_{0};
-  std::atomic<int> in_session_run_{0};
+
+  // The process is exiting (an atexit handler of ours): a server that finds
+  // no work parks in the runtime instead of going back into Julia, whose
+  // libraries exit() is tearing down.
+  std::atomic<bool> exiting_{false};
+};
+
+// A time a Julia thread spends outside Julia (an inline TF_SessionRun, a
+// kernel's done callback running TF's executor): a GC-safe region, so that
+// a collection another Julia thread starts need not wait for it.  The Julia
+// side takes the thread back to the GC-unsafe state for each call into
+// Julia.  A no-op on other threads.
+class OutsideJulia {
+ public:
+  OutsideJulia();
+  ~OutsideJulia();
+  OutsideJulia(const OutsideJulia&) = delete;
+  OutsideJulia& operator=(const OutsideJulia&) = delete;
+
+ private:
+  bool active_ = false;
+  int gc_state_ = 0;
 };
 
 // Calls made through compiled entries (api.cc).

@@ -1,0 +1,108 @@
+"""Julia ops in parallel: independent Julia ops of a graph, and Julia ops of
+other sessions, run at the same time on Julia's threads (one per CPU).
+
+- two independent ~200 ms Julia ops in one graph, against one of them
+  (goal <= 1.3x on a 2-core machine);
+- N independent ops for N = 1 .. CPUs + 1, against one (ideal: N / CPUs,
+  rounded up);
+- how much a 1 ms Julia op in another session is delayed while a 5 s Julia
+  op runs (goal <= 50 ms).
+
+Every op computes for its time without allocating or yielding, as a numeric
+solver does.  Each figure is the best of a few rounds.
+"""
+import math
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import julia_op  # noqa: E402
+
+import bridge  # noqa: E402
+from bridge import julia  # noqa: E402
+
+LONG_OP, SHORT_OP, ROUNDS = 0.2, 0.001, 3
+CPUS = os.cpu_count() or 1
+
+work = julia_op("JlParallelWork", "JlParallelWork\ndouble x(n)\ndouble s()\ndouble y(n) -> output\n", """
+function jl_parallel_work(y, x, s)
+    acc, t0 = 0.0, time()
+    while time() - t0 < s[]
+        for v in x
+            acc += v
+        end
+    end
+    y .= x .+ 0 * acc
+    return nothing
+end
+""")
+
+
+def session_of(n):
+    """A session on n independent Julia ops, and a function running it once (seconds)."""
+    g = bridge.Graph()
+    with g.as_default():
+        s = bridge.placeholder(bridge.float64, [], name="s")
+        xs = [bridge.placeholder(bridge.float64, [None], name=f"x{k}") for k in range(n)]
+        ys = [work.jl_parallel_work(x, s) for x in xs]
+    sess = bridge.Session(g, config=bridge.SessionConfig(inline_small_graphs=0))
+
+    def run(seconds):
+        feeds = {s: seconds, **{x: np.full(2, float(k)) for k, x in enumerate(xs)}}
+        start = time.perf_counter()
+        outs = sess.run(ys, feeds)
+        elapsed = time.perf_counter() - start
+        assert all(np.array_equal(out, [float(k), float(k)]) for k, out in enumerate(outs))
+        return elapsed
+
+    run(0.001)  # compiled and warm
+    return sess, run
+
+
+def best(run, seconds):
+    return min(run(seconds) for _ in range(ROUNDS))
+
+
+threads = julia.eval("Threads.nthreads()")
+print(f"Julia ops in parallel ({CPUS} CPUs, {threads} Julia threads)")
+runs = {n: session_of(n) for n in range(1, CPUS + 2)}
+one = best(runs[1][1], LONG_OP)
+print(f"  {'one ' + format(LONG_OP * 1e3, '.0f') + ' ms Julia op (anchor)':<48s} {one * 1e3:12.1f} ms")
+for n in range(2, CPUS + 2):
+    t = best(runs[n][1], LONG_OP)
+    ideal = math.ceil(n / threads)
+    goal = "   (goal: <= 1.3x)" if n == 2 and threads >= 2 else ""
+    print(f"  {f'{n} independent ops / one (ideal {ideal}x)':<48s} {t / one:12.3f}x{goal}")
+
+# A short op in another session, while a long one runs.
+_, short = runs[1]
+alone = best(short, SHORT_OP)
+long_sess, long_run = session_of(1)
+running = threading.Event()
+finished = threading.Event()
+
+
+def long_op():
+    running.set()
+    long_run(5.0)
+    finished.set()
+
+
+thread = threading.Thread(target=long_op, daemon=True)
+thread.start()
+running.wait()
+time.sleep(0.3)
+during = []
+while not finished.is_set() and len(during) < 200:
+    during.append(short(SHORT_OP))
+thread.join()
+print(f"  {'1 ms op in another session, alone':<48s} {alone * 1e3:12.2f} ms")
+print(f"  {'the same during a 5 s op, worst of ' + str(len(during)):<48s} {max(during) * 1e3:12.2f} ms")
+print(f"  {'delay by the 5 s op':<48s} {(max(during) - alone) * 1e3:12.2f} ms   (goal: <= 50 ms)")
+for sess, _ in list(runs.values()) + [(long_sess, None)]:
+    sess.close()
