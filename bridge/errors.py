@@ -75,6 +75,21 @@ def status() -> Status:
     return s
 
 
+def raise_pending_signals() -> None:
+    """Run Python's pending signal handlers now: after Ctrl-C interrupted a
+    call into C (a session run, a Julia call), this raises KeyboardInterrupt
+    where Python would have at its next instruction."""
+    import ctypes
+    ctypes.pythonapi.PyErr_CheckSignals()
+
+
+def forget_thread_status(s: Status) -> None:
+    """Stop handing out ``s`` as this thread's status (something still
+    writes into it: an abandoned run); the next ``status()`` is a new one."""
+    if getattr(_local, "status", None) is s:
+        del _local.status
+
+
 def check(s: Status, context: str = "") -> None:
     """Raise the exception matching ``s`` if it is not OK, then reset it."""
     code = lib.TF_GetCode(s.ptr)

@@ -23,15 +23,16 @@ import ctypes
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Optional
 
 import numpy as np
 from cffi import FFI
 
 from . import _lib, _paths, julia_runtime
+from . import errors as _errors
 
 __all__ = ["JuliaError", "JuliaObject", "init", "is_initialized", "eval", "include", "call",
-           "session_run_on_julia_thread", "call_counts"]
+           "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
 
 
 def _cdef_text() -> str:
@@ -119,6 +120,7 @@ def init() -> None:
         if rt.tfjl_init(config.bindir.encode(), config.image.encode(), str(bridge_jl).encode(), err, 4096):
             raise JuliaError(f"Julia {config.version} ({config.executable}) could not be initialised: "
                              f"{_ffi.string(err).decode(errors='replace')}")
+        rt.tfjl_ensure_sigint_hook()  # Ctrl-C abandons Julia calls (install_interrupt_handler)
         _rt = rt
 
 
@@ -168,6 +170,8 @@ def _runtime():
 def _raise(status: int, err, context: str = "") -> None:
     message = _ffi.string(err).decode("utf-8", errors="replace") if err != _ffi.NULL else "unknown error"
     _rt.tfjl_free(err)
+    if message.startswith("InterruptException"):  # TFBridge.checkinterrupt after Ctrl-C
+        _errors.raise_pending_signals()
     raise JuliaError(context + message, status)
 
 
@@ -297,30 +301,80 @@ def call(fname: str, *args: Any) -> Any:
     return _take_value(status, value, err, f"bridge.julia.call({fname}): ")
 
 
-def session_run_on_julia_thread(session, run_options, inputs, input_values, ninputs: int, outputs,
-                                output_values, noutputs: int, targets, ntargets: int, run_metadata,
-                                status) -> None:
-    """``TF_SessionRun`` with the same arguments (cdata of bridge._lib), run on Julia's thread.
+class JuliaThreadRunner:
+    """How a ``Session(config=SessionConfig(julia_thread=True))`` runs
+    ``TF_SessionRun`` (bridge.session.set_julia_thread_runner): on one of
+    Julia's threads, with ops executed inline there, so Julia ops call Julia
+    directly.  (With TF's thread pool, a Julia op would wait for Julia's
+    thread while that thread waits for the run.)"""
 
-    Only for sessions created with inter_op_parallelism_threads = -1: TF then
-    runs their kernels on the calling thread, which is Julia's, so Julia ops
-    call Julia directly.  (With TF's thread pool, a Julia op would wait for
-    Julia's thread while that thread waits for the run: a deadlock.)
-    """
-    rt = _runtime()
-    # The arguments are cdata of bridge._lib's FFI; the runtime takes them type-erased.
-    ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
-    rt.tfjl_session_run_on_julia_thread(ptr(_lib.lib.TF_SessionRun), ptr(session), ptr(run_options),
-                                        ptr(inputs), arr(input_values), ninputs, ptr(outputs),
-                                        arr(output_values), noutputs, arr(targets), ntargets,
-                                        ptr(run_metadata), ptr(status))
+    def run(self, session, run_options, inputs, input_values, ninputs: int, outputs, output_values,
+            noutputs: int, targets, ntargets: int, run_metadata, status, timeout: Optional[float] = None):
+        """``TF_SessionRun`` with the same arguments (cdata of bridge._lib).
+
+        Returns None once the run is over, or, when ``timeout`` (seconds)
+        passed or an interrupt came first, ``("deadline" | "interrupted",
+        handle)``: the run was abandoned but may still be using every
+        argument on Julia's thread; keep them alive until ``is_done(handle)``
+        (or ``wait(handle)``), then ``release(handle)``.
+        """
+        rt = _runtime()
+        # The arguments are cdata of bridge._lib's FFI; the runtime takes them type-erased.
+        ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
+        pending = _ffi.new("void**")
+        timeout_us = -1 if timeout is None else max(0, int(timeout * 1e6))
+        code = rt.tfjl_session_run_on_julia_thread(
+            ptr(_lib.lib.TF_SessionRun), ptr(session), ptr(run_options), ptr(inputs), arr(input_values),
+            ninputs, ptr(outputs), arr(output_values), noutputs, arr(targets), ntargets, ptr(run_metadata),
+            ptr(status), timeout_us, pending)
+        if code == 0:
+            return None
+        return ("deadline" if code == 1 else "interrupted"), pending[0]
+
+    @staticmethod
+    def is_done(handle) -> bool:
+        return bool(_rt.tfjl_run_is_done(handle))
+
+    @staticmethod
+    def wait(handle) -> None:
+        _rt.tfjl_run_wait(handle)
+
+    @staticmethod
+    def release(handle) -> None:
+        _rt.tfjl_run_release(handle)
 
 
-def session_runner() -> Callable[..., None]:
+_RUNNER = JuliaThreadRunner()
+
+
+def session_runner() -> JuliaThreadRunner:
     """Start Julia and return what ``Session(config=SessionConfig(julia_thread=True))``
     runs ``TF_SessionRun`` with (bridge.session.set_julia_thread_runner)."""
     init()
-    return session_run_on_julia_thread
+    return _RUNNER
+
+
+def interrupt(why: str = "interrupted (bridge.julia.interrupt)") -> int:
+    """Abandon every Julia call in flight, as Ctrl-C does.
+
+    Julia ops handed over from TensorFlow's threads end at once with
+    ``CancelledError`` (their session runs fail with it); runs of
+    ``julia_thread`` sessions return, raising ``CancelledError``; and the Julia
+    code of every running call sees ``TFBridge.checkinterrupt()`` throw
+    ``InterruptException`` (Julia code that never calls it runs to its end,
+    its outputs discarded).  Returns how many calls it reached; 0 if Julia
+    has not started.
+    """
+    if _rt is None:
+        return 0
+    return int(_rt.tfjl_interrupt(why.encode()))
+
+
+def install_interrupt_handler() -> None:
+    """Put the handler that makes Ctrl-C abandon Julia calls back in front of
+    the current SIGINT handler.  Julia's start installs it; call this after
+    replacing Python's handler with ``signal.signal(SIGINT, ...)`` (idempotent)."""
+    _runtime().tfjl_ensure_sigint_hook()
 
 
 def call_counts() -> tuple[int, int]:

@@ -8,15 +8,18 @@ from typing import Any, Callable, Optional, Union
 from . import _proto as pb
 from ._lib import CTypes as C
 from ._lib import ffi, lib
-from .errors import CancelledError, Status, check, status
+from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
+                     raise_pending_signals, status)
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor, to_numpy
 
-# How a ``julia_thread`` session runs: a function taking TF_SessionRun's
-# arguments that runs it on Julia's thread.  The Julia host provides it
-# (bridge.julia.session_runner); the package wires it in (bridge/__init__.py),
-# so this binding never imports the host and works without Julia.
-SessionRunner = Callable[..., None]
+# How a ``julia_thread`` session runs: an object whose run() takes
+# TF_SessionRun's arguments and a timeout and runs it on Julia's thread
+# (bridge.julia.JuliaThreadRunner says what it returns).  The Julia host
+# provides it (bridge.julia.session_runner); the package wires it in
+# (bridge/__init__.py), so this binding never imports the host and works
+# without Julia.
+SessionRunner = Any
 _julia_thread_runner: Optional[Callable[[], SessionRunner]] = None
 
 
@@ -77,6 +80,20 @@ class SessionConfig:
 
 # RunOptions{inter_op_thread_pool: -1}: execute the run in the caller's thread.
 _CALLER_THREAD_RUN_OPTIONS = pb.field_varint(3, -1)
+_RUN_OPTIONS_TIMEOUT_IN_MS = 2  # RunOptions.timeout_in_ms
+
+# What the runtime's SIGINT handler writes into the status of the Julia ops
+# it abandons (kernels_cpp/src/tfjl_runtime/sigint.cc).
+_SIGINT_MARK = "interrupted (SIGINT"
+
+
+def _timeout_of(run_options: Optional[bytes]) -> Optional[float]:
+    """RunOptions.timeout_in_ms in seconds, None if unset (or <= 0)."""
+    if not run_options:
+        return None
+    values = pb.fields(run_options).get(_RUN_OPTIONS_TIMEOUT_IN_MS)
+    ms = pb.as_signed(values[-1]) if values else 0
+    return ms / 1000.0 if ms > 0 else None
 
 
 def session_options(config: Union[SessionConfig, bytes, dict, None], target: str = ""):
@@ -174,8 +191,12 @@ class Session:
         self._runs_lock = threading.Condition(threading.Lock())
         self._runs_in_flight = 0  # close() waits for these before freeing the session
         self._feed_targets: dict = {}  # (operation, index) -> (its name in errors, its static shape)
+        # julia_thread runs abandoned (deadline, interrupt) but still going on
+        # Julia's thread: (handle, what they use) until they are over.
+        self._detached: list = []
 
-    def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None,
+            timeout: Optional[float] = None) -> Any:
         """Run the graph and return the fetched values in the shape of ``fetches``.
 
         Fetches are Outputs, Operations, names ("op:0" for a tensor, "op" for
@@ -183,20 +204,27 @@ class Session:
         Outputs or tensor names; values are numpy arrays, Python values or
         Tensors.  Numeric results are read-only numpy views of TensorFlow's
         buffers (no copy).
+
+        ``timeout`` (seconds) sets RunOptions.timeout_in_ms: past it the run
+        raises DeadlineExceededError, abandoning the Julia ops still running
+        (README, "Interrupts and deadlines").  Ctrl-C during a run raises
+        KeyboardInterrupt the same way.  ``run_options``: serialized
+        RunOptions.
         """
         with self._runs_lock:
             if self._closed:
                 raise RuntimeError("attempted to use a closed Session")
             self._runs_in_flight += 1
         try:
-            return self._run(fetches, feed_dict, run_options)
+            return self._run(fetches, feed_dict, run_options, timeout)
         finally:
             with self._runs_lock:
                 self._runs_in_flight -= 1
                 if not self._runs_in_flight:
                     self._runs_lock.notify_all()
 
-    def _run(self, fetches: Any, feed_dict: Optional[dict], run_options: Optional[bytes]) -> Any:
+    def _run(self, fetches: Any, feed_dict: Optional[dict], run_options: Optional[bytes],
+             timeout: Optional[float]) -> Any:
         plan = _FetchPlan(self.graph, fetches)
         feeds = feed_dict or {}
         n_in, n_out, n_tg = len(feeds), len(plan.outputs), len(plan.targets)
@@ -217,7 +245,13 @@ class Session:
         c_out_vals = ffi.new(C.tensor_ptr_array, n_out or 1)
         c_tg = ffi.new(C.operation_ptr_array, [op._ptr for op in plan.targets]) if n_tg else ffi.NULL
         opts = ffi.NULL
-        if not run_options and not self._julia_thread and self._graph_is_small():
+        if timeout is not None:
+            if timeout <= 0:
+                raise ValueError(f"Session.run: timeout must be positive seconds, got {timeout!r}")
+            # A TF deadline needs a thread that waits for the run: never the caller's own.
+            run_options = (run_options or b"") + pb.field_varint(_RUN_OPTIONS_TIMEOUT_IN_MS,
+                                                                 max(1, round(timeout * 1000)))
+        elif not run_options and not self._julia_thread and self._graph_is_small():
             run_options = _CALLER_THREAD_RUN_OPTIONS
         if run_options:
             opts = ffi.new(C.buffer_ptr)
@@ -226,12 +260,29 @@ class Session:
         s = status()
         args = (self._ptr, opts, c_in, c_in_vals, n_in, c_out, c_out_vals, n_out, c_tg, n_tg, ffi.NULL, s.ptr)
         if self._runner is not None:
-            self._runner(*args)
+            self._reap_detached(wait=False)
+            abandoned = self._runner.run(*args, timeout=_timeout_of(run_options))
+            if abandoned is not None:
+                why, handle = abandoned
+                # The run will still write its status: this thread needs another one.
+                forget_thread_status(s)
+                # Still going on Julia's thread: everything it uses stays alive until it is over.
+                with self._runs_lock:
+                    self._detached.append((handle, (args, held, raw if run_options else None, s), c_out_vals, n_out))
+                if why == "deadline":
+                    raise DeadlineExceededError(f"Session.run: deadline of {_timeout_of(run_options):g} s exceeded; "
+                                                "its Julia ops were abandoned and their outputs are discarded")
+                raise_pending_signals()
+                raise CancelledError("Session.run was interrupted (bridge.julia.interrupt or Ctrl-C); its Julia "
+                                     "ops were abandoned and their outputs are discarded")
         else:
             lib.TF_SessionRun(*args)
-        if self._closed and lib.TF_GetCode(s.ptr) == 1:  # TF_CANCELLED: close() cancelled this run
+        code = lib.TF_GetCode(s.ptr)
+        if self._closed and code == 1:  # TF_CANCELLED: close() cancelled this run
             lib.TF_SetStatus(s.ptr, 0, b"")
             raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
+        if code == 1 and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(errors="replace"):
+            raise_pending_signals()
         check(s)
         values = [_value(c_out_vals[i]) for i in range(n_out)]
         return plan.rebuild(values)
@@ -282,8 +333,32 @@ class Session:
         with self._runs_lock:
             while self._runs_in_flight:
                 self._runs_lock.wait()
+        self._reap_detached(wait=True)
         lib.TF_DeleteSession(self._ptr, s.ptr)
         check(s, "closing session")
+
+    def _reap_detached(self, wait: bool) -> None:
+        """Free what abandoned julia_thread runs used once they are over
+        (``wait``: wait for each, as the session is about to be deleted)."""
+        if not self._detached:
+            return
+        with self._runs_lock:
+            detached, self._detached = self._detached, []
+        still = []
+        for entry in detached:
+            handle, _keep, c_out_vals, n_out = entry
+            if wait:
+                self._runner.wait(handle)
+            elif not self._runner.is_done(handle):
+                still.append(entry)
+                continue
+            for i in range(n_out):  # what the run fetched, for nobody
+                if c_out_vals[i] != ffi.NULL:
+                    lib.TF_DeleteTensor(c_out_vals[i])
+            self._runner.release(handle)
+        if still:
+            with self._runs_lock:
+                self._detached.extend(still)
 
     def __enter__(self) -> "Session":
         return self

@@ -389,9 +389,9 @@ const SERVING_WAIT_US = 10_000
     serve_on_threads(serve)
 
 Called by the runtime on Julia's first thread once Julia is up: starts a
-serving task on each other thread, then serves on this one.  `serve(max_wait_us)`
-(a C function of the runtime) runs the calls queued for Julia until none has
-come for `max_wait_us`.  Never returns.
+serving task on each other thread, then serves on this one.
+`serve(max_wait_us, tid)` (a C function of the runtime) runs the calls queued
+for Julia until none has come for `max_wait_us`.  Never returns.
 """
 function serve_on_threads(serve::Ptr{Cvoid})
     for tid in 2:Threads.nthreads()
@@ -406,7 +406,7 @@ end
 function serve_forever(serve::Ptr{Cvoid})
     try
         while true
-            ccall(serve, Cvoid, (Cint,), SERVING_WAIT_US)
+            ccall(serve, Cvoid, (Cint, Cint), SERVING_WAIT_US, Threads.threadid() - 1)
             # yield() would resume this pinned task before any task that is
             # not pinned (Julia 1.5's scheduler looks at a thread's own queue
             # first); a wait on a timer leaves the queue empty meanwhile.  The
@@ -420,6 +420,50 @@ function serve_forever(serve::Ptr{Cvoid})
         rethrow()
     end
 end
+
+# ---------------------------------------------------------------- interrupts
+
+# Per Julia thread, the id of the call it runs and of the last call abandoned
+# (a deadline, Ctrl-C, bridge.julia.interrupt()): the runtime's
+# tfjl_running_call / tfjl_interrupted_call, indexed by threadid() - 1.
+const RUNNING_CALL = Ref{Ptr{Int64}}(C_NULL)
+const INTERRUPTED_CALL = Ref{Ptr{Int64}}(C_NULL)
+
+function interrupt_slots()
+    if RUNNING_CALL[] == C_NULL
+        INTERRUPTED_CALL[] = cglobal((:tfjl_interrupted_call, RUNTIME_LIBRARY), Int64)
+        RUNNING_CALL[] = cglobal((:tfjl_running_call, RUNTIME_LIBRARY), Int64)
+    end
+    return RUNNING_CALL[], INTERRUPTED_CALL[]
+end
+
+"""
+    interrupted() -> Bool
+
+Whether the op (or bridge.julia call) running on this thread has been
+abandoned: its session run passed its deadline (`RunOptions.timeout_in_ms`,
+`Session.run(timeout=...)`), or Ctrl-C or `bridge.julia.interrupt()` came.
+Its outputs will be discarded, so a long loop may as well stop.  A few
+nanoseconds.
+"""
+function interrupted()
+    running, interrupted = interrupt_slots()
+    tid = Threads.threadid()
+    id = unsafe_load(running, tid)
+    return id != 0 && unsafe_load(interrupted, tid) == id
+end
+
+"""
+    checkinterrupt()
+
+Throw `InterruptException()` if the op running on this thread has been
+abandoned (see `interrupted`).  Call it in long loops: Julia 1.5 delivers
+Ctrl-C to its first thread only and cannot stop a running task from outside,
+so this is how a deadline or an interrupt stops an op's Julia code on any
+thread.  (An op that never calls it runs to its end; its outputs are
+discarded all the same.)
+"""
+checkinterrupt() = interrupted() ? throw(InterruptException()) : nothing
 
 # ---------------------------------------------------------------- Python host
 

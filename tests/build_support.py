@@ -1,15 +1,17 @@
 """Shared by the tests (and benchmarks) that build custom ops: what is
-missing to build one, an op folder to load, a chain of ops, sample inputs,
-and the check of a spec error."""
+missing to build one, an op folder to load, ops built and loaded, a chain of
+ops, sample inputs, and the check of a spec error."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import pytest
 
 import bridge
 
+from bridge import customop
 from bridge.customop import toolchain
 from bridge.customop.spec import SpecError, parse, snake_case
 
@@ -33,6 +35,21 @@ def op_folder(parent: Path, name: str, spec: str, julia_source: str) -> Path:
     (folder / "custom_op.txt").write_text(spec)
     (folder / f"{snake_case(name)}.jl").write_text(julia_source)
     return folder
+
+
+def load_ops(tmp_path_factory, label: str, ops: dict) -> list:
+    """Build and load ops for a module's tests (skipped without a toolchain):
+    ``ops`` maps op names to (spec, Julia source); returns (folder, loaded
+    module) pairs in that order."""
+    missing = toolchain_missing()
+    if missing:
+        pytest.skip(missing)
+    root = tmp_path_factory.mktemp(label)
+    loaded = []
+    for name, (spec, source) in ops.items():
+        folder = op_folder(root, name, spec, source)
+        loaded.append((folder, customop.load(folder)))
+    return loaded
 
 
 def op_chain(op: Callable, length: int, shape: Sequence = (None,)):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import customop, julia
-from build_support import op_folder, toolchain_missing
+from bridge import julia
+from build_support import load_ops
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = 0.05      # the ticker's period, in seconds
@@ -53,12 +53,9 @@ end
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory):
-    missing = toolchain_missing()
-    if missing:
-        pytest.skip(missing)
-    root = tmp_path_factory.mktemp("live")
-    return (customop.load(op_folder(root, "JlBusy", BUSY_SPEC, BUSY_JL)),
-            customop.load(op_folder(root, "JlPythonProbe", PROBE_SPEC, PROBE_JL)))
+    loaded = load_ops(tmp_path_factory, "live", {"JlBusy": (BUSY_SPEC, BUSY_JL),
+                                                 "JlPythonProbe": (PROBE_SPEC, PROBE_JL)})
+    return tuple(module for _, module in loaded)
 
 
 class Ticker:

@@ -155,8 +155,8 @@ def test_tfjl_session_run_on_julia_thread_with_the_c_api(ops):
             outputs[i].oper, outputs[i].index = y.op._ptr, 0
         output_values = ffi.new("TF_Tensor*[2]")
         direct_before, _ = julia.call_counts()
-        julia.session_run_on_julia_thread(session, ffi.NULL, inputs, input_values, 1, outputs, output_values, 2,
-                                          ffi.NULL, 0, ffi.NULL, status)
+        assert julia.session_runner().run(session, ffi.NULL, inputs, input_values, 1, outputs, output_values, 2,
+                                          ffi.NULL, 0, ffi.NULL, status) is None
         assert lib.TF_GetCode(status) == 0, ffi.string(lib.TF_Message(status))
         assert julia.call_counts()[0] - direct_before == 2
         for k in range(2):

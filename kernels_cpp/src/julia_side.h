@@ -40,7 +40,7 @@ struct Outcome {
 
 // Bumped whenever the table changes: both libraries come from one build, so
 // a mismatch means a stale file next to the runtime.
-constexpr int kJuliaSideAbi = 4;
+constexpr int kJuliaSideAbi = 5;
 
 struct JuliaSide {
   int abi;
@@ -63,9 +63,9 @@ struct JuliaSide {
   void (*idle_end)(int state);
   // Julia's first thread, once Julia is initialised: every Julia thread
   // (this one included, in its root task) calls serve(max wait in
-  // microseconds) in a loop, yielding to Julia's scheduler in between.
-  // Returns only on failure, with the reason.
-  std::string (*serve_forever)(void (*serve)(int max_wait_us));
+  // microseconds, its jl_threadid()) in a loop, yielding to Julia's
+  // scheduler in between.  Returns only on failure, with the reason.
+  std::string (*serve_forever)(void (*serve)(int max_wait_us, int julia_tid));
 };
 
 }  // namespace detail

@@ -103,13 +103,35 @@ typedef void (*tfjl_session_run_fn)(void* session, const void* run_options, cons
         const void* const* targets, int ntargets, void* run_metadata, void* status);
 
 /* Runs TF_SessionRun (tf_session_run: its address, a tfjl_session_run_fn) on
- * Julia's thread with the arguments that follow, so kernels that TF executes
- * inline (a session with inter_op_parallelism_threads = -1) call Julia
- * directly. */
-void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
+ * one of Julia's threads with the arguments that follow, so kernels that TF
+ * executes inline (a session with inter_op_parallelism_threads = -1) call
+ * Julia directly.  Waits until the run is over (returns 0, its result in
+ * status), or until timeout_us microseconds have passed (timeout_us >= 0;
+ * returns 1) or an interrupt came (tfjl_interrupt, Ctrl-C; returns 2).  On
+ * 1 and 2 the run is abandoned: its Julia ops are told
+ * (TFBridge.checkinterrupt) and the ops still to come fail with Cancelled,
+ * but it may go on for a while on Julia's thread, still using every
+ * argument.  *pending then receives a handle: keep the arguments (and the
+ * tensors they point to) alive until tfjl_run_is_done(*pending) or
+ * tfjl_run_wait(*pending) says the run is over, then free what the run
+ * produced and the handle (tfjl_run_release). */
+int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
         const void* run_options, const void* inputs, void* const* input_values, int ninputs,
         const void* outputs, void** output_values, int noutputs,
-        const void* const* targets, int ntargets, void* run_metadata, void* status);
+        const void* const* targets, int ntargets, void* run_metadata, void* status,
+        int64_t timeout_us, void** pending);
+int tfjl_run_is_done(void* pending);
+void tfjl_run_wait(void* pending);
+void tfjl_run_release(void* pending);
+
+/* Abandons every Julia call in flight, as Ctrl-C does: the kernels of
+ * posted calls end with Cancelled (message: why), julia_thread runs return
+ * 2, and the Julia code of each running call sees TFBridge.checkinterrupt()
+ * throw InterruptException.  Returns how many calls it reached. */
+int tfjl_interrupt(const char* why);
+/* (Re)installs the runtime's SIGINT handler in front of the current one (a
+ * Python signal.signal() call replaces it); see tfjl_interrupt. */
+void tfjl_ensure_sigint_hook(void);
 /* cffi-end */
 
 /* Test hook (kernels_cpp/README.md, "Output buffers"): the function that the

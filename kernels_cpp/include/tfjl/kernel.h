@@ -30,18 +30,23 @@
 #ifndef TFJL_KERNEL_H_
 #define TFJL_KERNEL_H_
 
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
+#include "tensorflow/core/platform/threadpool.h"
 #include "tfjl/output_pool.h"
 #include "tfjl/runtime.h"
 
@@ -330,6 +335,15 @@ class CallFrame {
   }
   void Attr(const char*) = delete;  // would bind to Attr(bool): pass a std::string that outlives the call
 
+  // The tensors the call reads or writes: a call that is abandoned keeps
+  // their buffers alive until Julia is done with them.
+  template <class Out>
+  void CollectTensors(Out* out) const {
+    for (const Slot& s : slots_) {
+      if (s.tensor != nullptr) out->push_back(*s.tensor);
+    }
+  }
+
   // Whether a compiled entry can take the frame: numeric tensors and
   // attributes only (string tensors and dynamic outputs need the runtime's
   // conversions, which only call_julia has).
@@ -460,6 +474,12 @@ class CallFrame {
 // wake-ups each.  TFBRIDGE_JULIA_ASYNC=0 makes every kernel synchronous
 // (pool threads then hand each call over and sleep until it is done).
 //
+// A call handed over can be abandoned: when TF cancels the step (a
+// RunOptions deadline, a closed session) or an interrupt comes (Ctrl-C,
+// bridge.julia.interrupt), the kernel ends at once with Cancelled while the
+// Julia code finishes on its own (it is told: TFBridge.checkinterrupt); the
+// kernel keeps the call's tensors alive until then and discards its outputs.
+//
 // The call goes through the op type's compiled entry when one is registered
 // (bridge.customop.load does) and the frame allows it, else through
 // call_julia, which looks the function up and calls it with jl_call.
@@ -475,10 +495,26 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
   tensorflow::AsyncOpKernel* AsAsync() override { return async_ ? this : nullptr; }
 
   void Compute(tensorflow::OpKernelContext* ctx) override {
+    if (!on_julia_thread()) {  // TFBRIDGE_JULIA_ASYNC=0: hand the call over and wait for it
+      std::mutex mutex;
+      std::condition_variable cv;
+      bool over = false;
+      Start(ctx, [&] {
+        std::lock_guard<std::mutex> lock(mutex);
+        over = true;
+        cv.notify_one();  // under the lock: the waiter's stack frame may go once it is released
+      }, /*done_inline=*/true);
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return over; });
+      return;
+    }
+    // On Julia's thread (a julia_thread session's inline executor): call directly.
     // Not OP_REQUIRES: TF forbids it in asynchronous kernels, and this one may be.
+    absl::Status status = Abandoned();
     CallFrame frame;
-    absl::Status status = Prepare(ctx, &frame);
+    if (status.ok()) status = Prepare(ctx, &frame);
     if (status.ok()) status = Call(ctx, frame);
+    if (status.ok()) status = Abandoned();  // its outputs are not wanted: stop the run here
     if (!status.ok()) ctx->SetStatus(status);
   }
 
@@ -488,20 +524,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       done();
       return;
     }
-    auto* pending = new Pending{this, ctx, std::move(done), {}, false, {}};
-    absl::Status status = Prepare(ctx, &pending->frame);
-    if (!status.ok()) {
-      ctx->SetStatus(status);
-      Pending::Complete(pending);
-      return;
-    }
-    if (EntryFn entry = EntryFor(pending->frame)) {
-      call_entry_async(entry, pending->frame.ToEntryArgs(), &Pending::Called, pending);
-      return;
-    }
-    pending->generic = true;
-    pending->args = pending->frame.ToArgs(ctx);
-    call_julia_async(function_, pending->args, &Pending::Called, pending);
+    Start(ctx, std::move(done), false);
   }
 
  protected:
@@ -515,22 +538,155 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
   }
 
  private:
-  struct Pending {
+  struct Pending;
+
+  // Hands the call over to Julia's threads; done() runs when it is over or abandoned.
+  void Start(tensorflow::OpKernelContext* ctx, DoneCallback done, bool done_inline) {
+    auto pending = std::make_shared<Pending>(this, ctx, std::move(done));
+    pending->done_inline = done_inline;
+    absl::Status status = Prepare(ctx, &pending->frame);
+    if (!status.ok()) {
+      ctx->SetStatus(status);
+      pending->state = Pending::kOver;
+      DoneCallback done_now = std::move(pending->done);
+      done_now();
+      return;
+    }
+    pending->frame.CollectTensors(&pending->keep);
+    if (!pending->Watch()) return;  // the step is cancelled already
+    Pending& p = *pending;
+    p.runtime_ref = std::move(pending);  // the runtime's reference, dropped by Called
+    if (EntryFn entry = EntryFor(p.frame)) {
+      call_entry_async(entry, p.frame.ToEntryArgs(), &Pending::Called, &p, &Pending::Interrupted);
+      return;
+    }
+    p.generic = true;
+    p.args = p.frame.ToArgs(ctx);
+    for (Arg& a : p.args) {
+      if (a.allocate == nullptr) continue;
+      a.allocate = &Pending::Allocate;  // dynamic outputs: allocated through Pending
+      a.allocate_ctx = &p;
+    }
+    call_julia_async(function_, p.args, &Pending::Called, &p, &Pending::Interrupted);
+  }
+
+  // One call handed over to Julia, shared by the runtime (until Called), the
+  // step's cancellation callback and the kernel.  `ctx` and `done` belong to
+  // whoever moves `state` from kRunning: Called (the call is over) or Abandon
+  // (TF cancelled the step, or an interrupt came); after Abandon the call's
+  // results go nowhere and nothing touches ctx again.
+  struct Pending : std::enable_shared_from_this<Pending> {
+    enum State { kRunning, kOver };
+    Pending(JuliaKernel* k, tensorflow::OpKernelContext* c, DoneCallback d)
+        : kernel(k), ctx(c), done(std::move(d)) {}
+
     JuliaKernel* kernel;
     tensorflow::OpKernelContext* ctx;
     DoneCallback done;
+    bool done_inline = false;  // done only wakes a waiting Compute: Abandon may call it itself
     CallFrame frame;
     bool generic = false;  // through call_julia, with args (else the compiled entry)
     std::vector<Arg> args;
+    absl::InlinedVector<tensorflow::Tensor, 8> keep;  // the call's buffers
+    std::mutex mutex;  // guards state, and ctx while the call allocates outputs
+    State state = kRunning;
+    std::shared_ptr<Pending> runtime_ref;  // keeps it alive until the runtime is done with it (Called)
+    tensorflow::CancellationManager* cm = nullptr;
+    tensorflow::CancellationToken token = tensorflow::CancellationManager::kInvalidToken;
 
-    static void Complete(Pending* p) {
-      DoneCallback done = std::move(p->done);
-      delete p;
-      done();
+    // Registers for the step's cancellation; false if it is cancelled
+    // already (the kernel is then done, with Cancelled).
+    bool Watch() {
+      cm = ctx->cancellation_manager();
+      if (cm == nullptr) return true;
+      token = cm->get_cancellation_token();
+      // The callback keeps the Pending alive: it may run after the call is over.
+      std::weak_ptr<Pending> self = weak_from_this();
+      if (cm->RegisterCallback(token, [self] {
+            if (auto p = self.lock()) p->Abandon("the step was cancelled (a deadline passed or the session closed)", true);
+          })) {
+        return true;
+      }
+      cm = nullptr;
+      ctx->SetStatus(absl::CancelledError(kernel->type_string() + ": the step was cancelled before the Julia call"));
+      state = kOver;
+      DoneCallback done_now = std::move(done);
+      done_now();
+      return false;
     }
+
+    // Ends the kernel now with Cancelled; the call goes on without it.
+    void Abandon(const char* why, bool from_cancellation) {
+      DoneCallback done_now;
+      tensorflow::thread::ThreadPool* pool = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (state != kRunning) return;
+        state = kOver;
+        // Deregistered here unless TF is running it right now (then it
+        // finds the state over and returns).
+        if (cm != nullptr && !from_cancellation) cm->TryDeregisterCallback(token);
+        ctx->SetStatus(absl::CancelledError(kernel->type_string() + ": Julia function " + kernel->function_ +
+                                            " abandoned: " + why + "; its outputs are discarded"));
+        if (!done_inline) {
+          if (auto* workers = ctx->device()->tensorflow_cpu_worker_threads()) pool = workers->workers;
+        }
+        done_now = std::move(done);
+      }
+      // The runtime's own interrupts flag the call themselves (and hold its lock).
+      if (from_cancellation) abandon_call(this);
+      // Not inline: an interrupt abandons under the runtime's lock, and done
+      // may run the rest of the step.
+      if (pool != nullptr) {
+        pool->Schedule(std::move(done_now));
+      } else {
+        done_now();
+      }
+    }
+
+    // The runtime's cancel (an interrupt); see runtime.h, JuliaCancel.
+    static void Interrupted(void* self, const char* why) { static_cast<Pending*>(self)->Abandon(why, false); }
+
+    // A dynamic output's allocator: TF's output while the kernel waits, a
+    // scratch tensor once it has been abandoned.
+    static void* Allocate(Arg& a, std::string* error, int* kind) {
+      auto* p = static_cast<Pending*>(a.allocate_ctx);
+      std::lock_guard<std::mutex> lock(p->mutex);
+      if (p->state == kRunning) {
+        a.allocate_ctx = p->ctx;
+        void* buffer = kernel_detail::AllocateDynamicOutput(a, error, kind);
+        a.allocate_ctx = p;
+        if (buffer != nullptr) p->keep.push_back(*p->ctx->mutable_output(a.output_index));
+        return buffer;
+      }
+      tensorflow::TensorShape shape;
+      tensorflow::DataType dt = tensorflow::DT_INVALID;
+#define TFJL_TO_TF(name, code, tf_name, tf_enum, size, jl_type) \
+  if (a.dtype == DType::name) dt = tensorflow::tf_name;
+      TFJL_DTYPES(TFJL_TO_TF)
+#undef TFJL_TO_TF
+      absl::Status s = tensorflow::TensorShape::BuildTensorShape(a.result_dims, &shape);
+      if (!s.ok()) {
+        *error = std::string(s.message());
+        *kind = kInternal;
+        return nullptr;
+      }
+      p->keep.emplace_back(dt, shape);
+      const tensorflow::Tensor& scratch = p->keep.back();
+      return scratch.NumElements() > 0 ? const_cast<char*>(scratch.tensor_data().data()) : nullptr;
+    }
+
     // Runs on Julia's thread once the call is over (outside the GIL).
     static void Called(void* self, std::string error, int kind) {
-      auto* p = static_cast<Pending*>(self);
+      std::shared_ptr<Pending> p = std::move(static_cast<Pending*>(self)->runtime_ref);
+      {
+        std::lock_guard<std::mutex> lock(p->mutex);
+        if (p->state != kRunning) return;  // abandoned: the kernel is over; drop the results
+        p->state = kOver;
+      }
+      // Waits for a cancellation callback that is running, which then finds
+      // the state over; afterwards none runs.
+      if (p->cm != nullptr) p->cm->DeregisterCallback(p->token);
       absl::Status status = absl::OkStatus();
       if (!error.empty() || kind != kOk) {
         status = ErrorStatus(p->kernel->type_string(), p->kernel->function_, kind, error);
@@ -538,7 +694,9 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
         status = p->kernel->Finish(p->ctx, p->args);
       }
       if (!status.ok()) p->ctx->SetStatus(status);
-      Complete(p);
+      DoneCallback done = std::move(p->done);
+      p.reset();  // the buffers may go before the step moves on
+      done();
     }
   };
 
@@ -558,6 +716,12 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
     std::vector<Arg> args = frame.ToArgs(ctx);
     absl::Status status = CallJulia(ctx, function_, args);
     return status.ok() ? Finish(ctx, args) : status;
+  }
+
+  // Cancelled if the julia_thread run this kernel runs in was abandoned.
+  absl::Status Abandoned() const {
+    if (!call_abandoned()) return absl::OkStatus();
+    return absl::CancelledError(type_string() + ": the run was abandoned (a deadline passed or an interrupt came)");
   }
 
   static bool AsyncEnabled() {

@@ -69,8 +69,17 @@ std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_o
 // on Julia's thread, outside the GIL (or on the caller's thread if Julia
 // could not start).  `function` and `args` must stay valid until done runs.
 // `done` must not throw.
+//
+// An interrupt (Ctrl-C, bridge.julia.interrupt) may ask the caller to give
+// up on the call: cancel(ctx, why) runs at most once, on any thread, before
+// done; it must return at once and must not call into the runtime (it runs
+// under the runtime's queue lock).  done still follows, once the Julia code
+// returns (it is told, see TFBridge.checkinterrupt), or at once if it had
+// not started.  kernels_cpp/README.md, "Interrupts and deadlines".
 using JuliaDone = void (*)(void* ctx, std::string error, int kind);
-void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx);
+using JuliaCancel = void (*)(void* ctx, const char* why);
+void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx,
+                      JuliaCancel cancel = nullptr);
 
 // ---------------------------------------------------------------- compiled entries
 //
@@ -93,10 +102,22 @@ std::atomic<EntryFn>* entry_slot(const char* op_type);
 std::string call_entry(EntryFn entry, const EntryArgs& args, int* kind_out);
 
 // call_julia_async for a compiled entry.
-void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void* ctx);
+void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void* ctx,
+                      JuliaCancel cancel = nullptr);
+
+// The caller of call_julia_async / call_entry_async with this ctx gave up
+// on the call (TF cancelled the step): the call is skipped if it has not
+// started, else its Julia code is told (TFBridge.checkinterrupt).  done
+// still follows.  Not from within a JuliaCancel.
+void abandon_call(void* ctx);
 
 // True on the thread that owns Julia.
 bool on_julia_thread();
+
+// On a Julia thread: whether the call it is running (a julia_thread
+// session's run, say) has been abandoned by a deadline or an interrupt, so
+// that a kernel running inline there stops the run instead of going on.
+bool call_abandoned();
 
 // What tfjl::OutputPool (output_pool.h) calls for a fresh buffer when a free
 // list is empty: std::aligned_alloc, or the allocator a test installed with

@@ -149,7 +149,7 @@ int idle_begin() { return jl_gc_safe_enter(current_ptls()); }
 
 void idle_end(int state) { jl_gc_safe_leave(current_ptls(), static_cast<int8_t>(state)); }
 
-std::string serve_forever(void (*serve)(int)) {
+std::string serve_forever(void (*serve)(int, int)) {
   jl_value_t* fn = jl_box_voidpointer(reinterpret_cast<void*>(serve));
   JL_GC_PUSH1(&fn);
   jl_call1(handles().serve_on_threads, fn);  // returns only if it fails

@@ -89,7 +89,9 @@ std::string call_and_wait(const JuliaCall& call, int* kind_out) {
 struct AsyncCall {
   JuliaCall call;
   JuliaDone done;
+  JuliaCancel cancel;
   void* ctx;
+  Outcome out;
 };
 
 // Frees the call before `done`, which may well end the kernel that owns args.
@@ -105,17 +107,28 @@ void complete(AsyncCall* call, Outcome out) {
 
 void run_async_call(void* p) {
   auto* call = static_cast<AsyncCall*>(p);
-  complete(call, guarded([call] { return call->call.run(); }));
+  call->out = guarded([call] { return call->call.run(); });
+}
+
+void finish_async_call(void* p, bool ran) {
+  auto* call = static_cast<AsyncCall*>(p);
+  Outcome out = ran ? std::move(call->out) : Outcome{"the call was abandoned before it started", kInternal};
+  complete(call, std::move(out));
+}
+
+void cancel_async_call(void* p, const char* why) {
+  auto* call = static_cast<AsyncCall*>(p);
+  if (call->cancel != nullptr) call->cancel(call->ctx, why);
 }
 
 // Queues the call for Julia's thread (or makes it at once there); `done` runs afterwards.
-void call_and_post(const JuliaCall& julia_call, JuliaDone done, void* ctx) {
-  auto* call = new AsyncCall{julia_call, done, ctx};
+void call_and_post(const JuliaCall& julia_call, JuliaDone done, void* ctx, JuliaCancel cancel) {
+  auto* call = new AsyncCall{julia_call, done, cancel, ctx, {}};
   Outcome failed = guarded([call] {
     JuliaThread& julia = JuliaThread::instance();
     std::string start_error = start_julia(julia);
     if (!start_error.empty()) return unavailable(start_error);
-    julia.post(&run_async_call, call);
+    julia.post(&run_async_call, call, &finish_async_call, &cancel_async_call, call->ctx);
     return Outcome{};
   });
   // Posted: Julia's thread owns the call now (and may have finished it already).
@@ -138,16 +151,24 @@ std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_o
   return call_and_wait(generic(function, args), kind_out);
 }
 
-void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx) {
-  call_and_post(generic(function, args), done, ctx);
+void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx,
+                      JuliaCancel cancel) {
+  call_and_post(generic(function, args), done, ctx, cancel);
 }
 
 std::string call_entry(EntryFn entry, const EntryArgs& args, int* kind_out) {
   return call_and_wait(compiled(entry, args), kind_out);
 }
 
-void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void* ctx) {
-  call_and_post(compiled(entry, args), done, ctx);
+void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void* ctx, JuliaCancel cancel) {
+  call_and_post(compiled(entry, args), done, ctx, cancel);
+}
+
+bool call_abandoned() { return JuliaThread::current_call_abandoned(); }
+
+void abandon_call(void* ctx) {
+  JuliaThread& julia = JuliaThread::instance();
+  if (julia.ready()) julia.abandon_posted(ctx);
 }
 
 std::atomic<EntryFn>* entry_slot(const char* op_type) {

@@ -202,32 +202,94 @@ int tfjl_gil_acquire(void) {
 
 void tfjl_gil_release(int token) { tfjl::detail::gil_release(token); }
 
-void tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const void* run_options,
-                                      const void* inputs, void* const* input_values, int ninputs,
-                                      const void* outputs, void** output_values, int noutputs,
-                                      const void* const* targets, int ntargets, void* run_metadata,
-                                      void* status) {
-  auto session_run = reinterpret_cast<tfjl_session_run_fn>(tf_session_run);
-  auto run = [&] {
+namespace {
+
+// A julia_thread session's run, handed to a Julia thread as a detachable
+// task: it holds copies of TF_SessionRun's arguments, whose targets the
+// Python caller keeps alive until the run is over (bridge/session.py).
+struct SessionRun {
+  tfjl_session_run_fn session_run;
+  void* session;
+  const void* run_options;
+  const void* inputs;
+  void* const* input_values;
+  int ninputs;
+  const void* outputs;
+  void** output_values;
+  int noutputs;
+  const void* const* targets;
+  int ntargets;
+  void* run_metadata;
+  void* status;
+
+  void operator()() const {
     session_run(session, run_options, inputs, input_values, ninputs, outputs, output_values, noutputs, targets,
                 ntargets, run_metadata, status);
-  };
-  bool ran = false;
-  try {
-    // Returns why Julia is unavailable, if it is; `ran` then stays false.
-    run_here_or_polling([&] {
-      ran = true;
-      // TF's own work outside Julia's heap: another Julia thread may collect
-      // meanwhile (each Julia op of the run enters Julia for its call).
-      tfjl::detail::OutsideJulia outside;
-      run();
-    });
-  } catch (...) {
-    // Only the runtime's own bookkeeping can throw (TF's C API does not).
   }
-  // Without Julia the run still happens, on this thread: its Julia ops then
-  // fail with the start error in `status`, which this function cannot set.
-  if (!ran) run();
+};
+
+}  // namespace
+
+int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const void* run_options,
+                                     const void* inputs, void* const* input_values, int ninputs,
+                                     const void* outputs, void** output_values, int noutputs,
+                                     const void* const* targets, int ntargets, void* run_metadata, void* status,
+                                     int64_t timeout_us, void** pending) {
+  *pending = nullptr;
+  const SessionRun run{reinterpret_cast<tfjl_session_run_fn>(tf_session_run), session, run_options, inputs,
+                       input_values, ninputs, outputs, output_values, noutputs, targets, ntargets, run_metadata,
+                       status};
+  JuliaThread& julia = JuliaThread::instance();
+  if (!julia.ready() && !julia.ensure_started(nullptr).empty()) {
+    // Without Julia the run still happens, on this thread: its Julia ops then
+    // fail with the start error in `status`, which this function cannot set.
+    run();
+    return 0;
+  }
+  if (JuliaThread::on_julia_thread()) {  // nothing to hand over, nobody to time out
+    run();
+    return 0;
+  }
+  tfjl::detail::ensure_sigint_hook();
+  auto* task = new tfjl::detail::Task();
+  task->ctx = new SessionRun(run);
+  task->fn = [](void* p) {
+    // TF's own work outside Julia's heap: another Julia thread may collect
+    // meanwhile (each Julia op of the run enters Julia for its call).
+    tfjl::detail::OutsideJulia outside;
+    (*static_cast<const SessionRun*>(p))();
+  };
+  task->release = [](void* p) { delete static_cast<SessionRun*>(p); };
+  julia.submit_detachable(task);
+  switch (julia.wait_detached(task, timeout_us)) {
+    case JuliaThread::WaitResult::kDone:
+      JuliaThread::release(task);
+      return 0;
+    case JuliaThread::WaitResult::kDeadline:
+      *pending = task;
+      return 1;
+    case JuliaThread::WaitResult::kInterrupted:
+      *pending = task;
+      return 2;
+  }
+  return 0;
+}
+
+int tfjl_run_is_done(void* pending) {
+  return static_cast<tfjl::detail::Task*>(pending)->finished.load(std::memory_order_acquire) ? 1 : 0;
+}
+
+void tfjl_run_wait(void* pending) { JuliaThread::wait_done(static_cast<tfjl::detail::Task*>(pending)); }
+
+void tfjl_run_release(void* pending) { JuliaThread::release(static_cast<tfjl::detail::Task*>(pending)); }
+
+int tfjl_interrupt(const char* why) {
+  if (!JuliaThread::instance().ready()) return 0;
+  return JuliaThread::instance().interrupt_all(why != nullptr && *why != '\0' ? why : "interrupted");
+}
+
+void tfjl_ensure_sigint_hook(void) {
+  if (JuliaThread::instance().ready()) tfjl::detail::ensure_sigint_hook();
 }
 
 }  // extern "C"

@@ -77,7 +77,29 @@ void poll_for(const std::atomic<bool>& flag) {
   }
 }
 
+// The Julia thread this thread is (0-based, as jl_threadid()), set when it
+// starts serving; -1 elsewhere.  Read only off the hot path.
+thread_local int t_julia_tid = -1;
+
+constexpr int kInterruptSlots = 256;  // serving_threads() stays below
+
 }  // namespace
+}  // namespace detail
+}  // namespace tfjl
+
+// Per Julia thread (index jl_threadid()): the id of the call it is running
+// (0: none), and the id of the last call abandoned while it ran.
+// TFBridge.checkinterrupt() reads both (cglobal) and throws
+// InterruptException when they are equal: that is how a deadline or Ctrl-C
+// reaches Julia code on any of Julia's threads (Julia 1.5 delivers SIGINT
+// to its first thread only).
+extern "C" {
+__attribute__((visibility("default"))) std::atomic<int64_t> tfjl_running_call[tfjl::detail::kInterruptSlots];
+__attribute__((visibility("default"))) std::atomic<int64_t> tfjl_interrupted_call[tfjl::detail::kInterruptSlots];
+}
+
+namespace tfjl {
+namespace detail {
 
 JuliaThread& JuliaThread::instance() {
   static JuliaThread* const self = new JuliaThread();  // deliberately leaked, see header
@@ -164,16 +186,18 @@ void* JuliaThread::thread_main(void* arg) {
   // From here on every Julia thread serves calls, this one included.
   err = self->side_->serve_forever(&JuliaThread::serve);
   std::fprintf(stderr, "tf-julia-bridge: %s; Julia's first thread serves calls instead\n", err.c_str());
-  for (;;) serve(INT_MAX);
+  for (;;) serve(INT_MAX, 0);
 }
 
-void JuliaThread::serve(int max_wait_us) {
+void JuliaThread::serve(int max_wait_us, int julia_tid) {
   JuliaThread& self = instance();
   self.register_thread();
+  if (julia_tid < 0 || julia_tid >= kInterruptSlots) julia_tid = kInterruptSlots - 1;  // not reached
+  t_julia_tid = julia_tid;
   bool polling = false;
   for (;;) {
     while (Task* task = self.take_task(max_wait_us, &polling)) {
-      self.execute(task);
+      self.execute(task, julia_tid);
       // Poll for the next task before anything else happens: a caller that
       // submits its next run right away then finds a poller and wakes no
       // other server (a woken server would compete for the CPU with this
@@ -185,21 +209,39 @@ void JuliaThread::serve(int max_wait_us) {
   }
 }
 
-void JuliaThread::execute(Task* task) {
-  try {
-    task->fn(task->ctx);
-  } catch (...) {
-    task->error = std::current_exception();
+void JuliaThread::execute(Task* task, int julia_tid) {
+  // Published before the abandoned check, which abandon_locked() mirrors: either
+  // this sees the task abandoned, or interrupt_all sees where it runs.
+  tfjl_running_call[julia_tid].store(static_cast<int64_t>(task->id), std::memory_order_seq_cst);
+  task->tid.store(julia_tid, std::memory_order_seq_cst);
+  const bool ran = !(task->abandoned.load(std::memory_order_seq_cst) && task->kind != Task::kWaited);
+  if (ran) {
+    try {
+      task->fn(task->ctx);
+    } catch (...) {
+      task->error = std::current_exception();
+    }
   }
-  if (task->posted) {  // nobody waits for it
+  tfjl_running_call[julia_tid].store(0, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    (task->prev_in_flight != nullptr ? task->prev_in_flight->next_in_flight : in_flight_) = task->next_in_flight;
+    if (task->next_in_flight != nullptr) task->next_in_flight->prev_in_flight = task->prev_in_flight;
+  }
+  if (task->kind == Task::kPosted) {  // nobody waits for it
     if (task->error) std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
+    task->finish(task->ctx, ran);
     delete task;
     return;
   }
-  std::lock_guard<std::mutex> lock(task->mutex);
-  task->done = true;
-  task->finished.store(true, std::memory_order_release);
-  task->cv.notify_one();  // while locked: once unlocked the owner may destroy the task
+  {
+    std::lock_guard<std::mutex> lock(task->mutex);
+    task->done = true;
+    task->skipped = !ran;
+    task->finished.store(true, std::memory_order_release);
+    task->cv.notify_all();  // while locked: once unlocked the owner may destroy the task
+  }
+  if (task->kind == Task::kDetachable) release(task);
 }
 
 Task* JuliaThread::take_task(int max_wait_us, bool* polling) {
@@ -240,6 +282,7 @@ Task* JuliaThread::take_task(int max_wait_us, bool* polling) {
 }
 
 void JuliaThread::enqueue(Task* task) {
+  task->id = next_id_.fetch_add(1, std::memory_order_relaxed);
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -249,6 +292,9 @@ void JuliaThread::enqueue(Task* task) {
       head_ = task;
     }
     tail_ = task;
+    task->next_in_flight = in_flight_;
+    if (in_flight_ != nullptr) in_flight_->prev_in_flight = task;
+    in_flight_ = task;
     pending_.store(true, std::memory_order_release);
     // A polling server sees pending_, or finds the task once it takes the
     // lock (it clears poller_ under it), so only without one is a sleeping
@@ -256,6 +302,91 @@ void JuliaThread::enqueue(Task* task) {
     wake = sleeping_ > 0 && !poller_.load(std::memory_order_relaxed);
   }
   if (wake) queue_cv_.notify_one();
+}
+
+void JuliaThread::abandon_locked(Task* task, const char* why) {
+  if (task->abandoned.exchange(true, std::memory_order_seq_cst)) return;
+  const int tid = task->tid.load(std::memory_order_seq_cst);
+  if (tid >= 0) tfjl_interrupted_call[tid].store(static_cast<int64_t>(task->id), std::memory_order_release);
+  if (task->kind == Task::kPosted) {
+    if (task->cancel != nullptr) task->cancel(task->ctx, why);
+  } else if (task->kind == Task::kDetachable) {
+    std::lock_guard<std::mutex> lock(task->mutex);
+    if (task->abandon_reason == nullptr) task->abandon_reason = why;
+    task->cv.notify_all();
+  }
+}
+
+int JuliaThread::interrupt_all(const char* why) {
+  int reached = 0;
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  for (Task* t = in_flight_; t != nullptr; t = t->next_in_flight) {
+    // A waited call (a bridge.julia call) cannot be left running, since its
+    // caller's stack holds its data: its Julia code is told, and may stop.
+    if (t->kind == Task::kWaited) {
+      const int tid = t->tid.load(std::memory_order_seq_cst);
+      if (tid >= 0) tfjl_interrupted_call[tid].store(static_cast<int64_t>(t->id), std::memory_order_release);
+    } else {
+      abandon_locked(t, why);
+    }
+    ++reached;
+  }
+  return reached;
+}
+
+bool JuliaThread::current_call_abandoned() {
+  const int tid = t_julia_tid;
+  if (tid < 0) return false;
+  const int64_t running = tfjl_running_call[tid].load(std::memory_order_relaxed);
+  return running != 0 && tfjl_interrupted_call[tid].load(std::memory_order_acquire) == running;
+}
+
+void JuliaThread::submit_detachable(Task* task) {
+  task->kind = Task::kDetachable;
+  task->refs.store(2, std::memory_order_relaxed);
+  handed_over_calls_.fetch_add(1, std::memory_order_relaxed);
+  enqueue(task);
+}
+
+JuliaThread::WaitResult JuliaThread::wait_detached(Task* task, int64_t timeout_us) {
+  GilRelease unlocked_gil;
+  poll_for(task->finished);
+  std::unique_lock<std::mutex> lock(task->mutex);
+  auto over = [task] { return task->done || task->abandon_reason != nullptr; };
+  bool deadline = false;
+  if (timeout_us < 0) {
+    task->cv.wait(lock, over);
+  } else if (!task->cv.wait_for(lock, std::chrono::microseconds(timeout_us), over)) {
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+      // Still in flight unless it has just finished.
+      for (Task* t = in_flight_; t != nullptr; t = t->next_in_flight) {
+        if (t == task) {
+          abandon_locked(task, "deadline exceeded");
+          break;
+        }
+      }
+    }
+    lock.lock();
+    deadline = true;
+  }
+  // A run that finished counts, even if an interrupt came meanwhile; one
+  // skipped (abandoned before it started) did not happen.
+  if (task->done && !task->skipped) return WaitResult::kDone;
+  return deadline ? WaitResult::kDeadline : WaitResult::kInterrupted;
+}
+
+void JuliaThread::wait_done(Task* task) {
+  GilRelease unlocked_gil;
+  std::unique_lock<std::mutex> lock(task->mutex);
+  task->cv.wait(lock, [task] { return task->done; });
+}
+
+void JuliaThread::release(Task* task) {
+  if (task->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (task->release != nullptr) task->release(task->ctx);
+  delete task;
 }
 
 void JuliaThread::run(void (*fn)(void*), void* ctx, Wait wait) {
@@ -275,18 +406,34 @@ void JuliaThread::run(void (*fn)(void*), void* ctx, Wait wait) {
   if (task.error) std::rethrow_exception(task.error);
 }
 
-void JuliaThread::post(void (*fn)(void*), void* ctx) {
+void JuliaThread::post(void (*fn)(void*), void* ctx, void (*finish)(void*, bool),
+                       void (*cancel)(void*, const char*), void* owner) {
   if (on_julia_thread()) {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
     fn(ctx);
+    finish(ctx, true);
     return;
   }
   handed_over_calls_.fetch_add(1, std::memory_order_relaxed);
   auto* task = new Task();
   task->fn = fn;
   task->ctx = ctx;
-  task->posted = true;
+  task->kind = Task::kPosted;
+  task->finish = finish;
+  task->cancel = cancel;
+  task->owner = owner;
   enqueue(task);
+}
+
+void JuliaThread::abandon_posted(void* owner) {
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  for (Task* t = in_flight_; t != nullptr; t = t->next_in_flight) {
+    if (t->kind != Task::kPosted || t->owner != owner) continue;
+    if (t->abandoned.exchange(true, std::memory_order_seq_cst)) return;
+    const int tid = t->tid.load(std::memory_order_seq_cst);
+    if (tid >= 0) tfjl_interrupted_call[tid].store(static_cast<int64_t>(t->id), std::memory_order_release);
+    return;
+  }
 }
 
 void JuliaThread::wait_for(Task& task, Wait wait) {

@@ -19,18 +19,50 @@
 namespace tfjl {
 namespace detail {
 
-// One unit of work handed to Julia's thread.  A waited-for task lives on the
-// caller's stack for the duration of the call, so queueing allocates nothing;
-// a posted one (nobody waits) is allocated by post() and deleted once run.
+// One unit of work handed to Julia's thread.  Three kinds:
+//  - waited: the caller sleeps until it is done; the task lives on the
+//    caller's stack, so queueing allocates nothing;
+//  - posted (kernel calls): nobody waits; post() allocates it and deletes it
+//    after `finish`;
+//  - detachable (julia_thread session runs): the caller waits until it is
+//    done or until a deadline or an interrupt, and may then leave it running
+//    (kernels_cpp/README.md, "Interrupts and deadlines"); shared by the
+//    caller and the server through `refs`.
+// A task is in the in-flight list from enqueue until its call is over, which
+// is what interrupt_all() walks.
 struct Task {
+  enum Kind { kWaited, kPosted, kDetachable };
   void (*fn)(void*) = nullptr;
   void* ctx = nullptr;
-  Task* next = nullptr;
-  bool posted = false;
+  Kind kind = kWaited;
+  // Posted: runs after fn, or instead of it (ran = false) when the task was
+  // abandoned before a server took it; the task is out of the in-flight
+  // list by then.
+  void (*finish)(void* ctx, bool ran) = nullptr;
+  // Posted: asks the call's owner to give up on it (interrupt_all).  Called
+  // at most once, under the queue lock, never after `finish` began: it must
+  // return at once and not call into the runtime.
+  void (*cancel)(void* ctx, const char* why) = nullptr;
+  // Posted: who asked for the call (call_*_async's ctx), for abandon_posted.
+  void* owner = nullptr;
+  // Detachable: what to do with ctx once nobody needs the task (its last ref).
+  void (*release)(void* ctx) = nullptr;
+
+  uint64_t id = 0;                  // for the interrupt slots (tfjl_running_call)
+  std::atomic<int> tid{-1};         // the Julia thread running it, once started
+  std::atomic<bool> abandoned{false};
+  std::atomic<int> refs{1};         // detachable: caller + server
+  const char* abandon_reason = nullptr;  // detachable: why the caller stopped waiting
+
+  Task* next = nullptr;             // the queue
+  Task* prev_in_flight = nullptr;   // the in-flight list
+  Task* next_in_flight = nullptr;
+
   std::exception_ptr error;
-  std::mutex mutex;  // guards done
+  std::mutex mutex;  // guards done and abandon_reason's hand-over
   std::condition_variable cv;
   bool done = false;
+  bool skipped = false;  // done without running: abandoned before a server took it
   std::atomic<bool> finished{false};  // done, readable without the lock by a polling caller
 };
 
@@ -64,8 +96,38 @@ class JuliaThread {
   void run(void (*fn)(void*), void* ctx, Wait wait = Wait::kSleep);
 
   // Queues fn(ctx) for Julia's thread and returns at once (runs it directly
-  // when already there).  fn must not throw.  Julia must be ready.
-  void post(void (*fn)(void*), void* ctx);
+  // when already there); finish(ctx, ran) follows it (Task says when).
+  // cancel (may be null) lets interrupt_all() abandon the call.  fn and
+  // finish must not throw.  Julia must be ready.
+  void post(void (*fn)(void*), void* ctx, void (*finish)(void*, bool), void (*cancel)(void*, const char*),
+            void* owner);
+  // The owner of a posted call gave up on it (runtime.h, abandon_call):
+  // mark it abandoned (skipped if not started) and tell its Julia code.
+  void abandon_posted(void* owner);
+
+  // A detachable task (see Task): queued with refs = 2; the caller then
+  // waits with wait_detached and drops its reference with release().
+  void submit_detachable(Task* task);
+  enum class WaitResult { kDone, kDeadline, kInterrupted };
+  // Waits for a detachable task until it is done, `deadline` passes
+  // (timeout_us < 0: none), or an interrupt abandons it.  On kDeadline the
+  // task is abandoned here: Julia code that checks (TFBridge.checkinterrupt)
+  // gets InterruptException, and kernels running inline stop the run.
+  WaitResult wait_detached(Task* task, int64_t timeout_us);
+  // Waits until a detachable task's call is over, however long that takes.
+  static void wait_done(Task* task);
+  static void release(Task* task);
+
+  // Abandons every call in flight (Ctrl-C, bridge.julia.interrupt): posted
+  // calls are cancelled (their kernels end with Cancelled), detachable ones
+  // return kInterrupted to their callers, and the Julia code of each running
+  // call sees TFBridge.checkinterrupt() throw InterruptException.  Returns
+  // how many calls it reached.
+  int interrupt_all(const char* why);
+
+  // Whether the call running on this Julia thread has been abandoned (a
+  // kernel running inline in an abandoned julia_thread run stops it).
+  static bool current_call_abandoned();
 
   uint64_t direct_calls() const { return direct_calls_.load(std::memory_order_relaxed); }
   uint64_t handed_over_calls() const { return handed_over_calls_.load(std::memory_order_relaxed); }
@@ -79,10 +141,12 @@ class JuliaThread {
   // A serving thread's loop, called by Julia (TFBridge.serve_forever): runs
   // queued tasks until none has come for max_wait_us, then returns so that
   // the thread's other Julia tasks get their turn.
-  static void serve(int max_wait_us);
+  static void serve(int max_wait_us, int julia_tid);
   void register_thread();
-  void execute(Task* task);
+  void execute(Task* task, int julia_tid);
   void enqueue(Task* task);
+  // Under queue_mutex_: marks the task abandoned and tells whoever needs to know.
+  void abandon_locked(Task* task, const char* why);
   // The oldest queued task, or null after max_wait_us without one; the
   // poller (*polling, true if this server holds poller_) polls briefly
   // before sleeping (README.md, "Waiting for work").
@@ -96,10 +160,12 @@ class JuliaThread {
   InitParams params_;
   const JuliaSide* side_ = nullptr;
 
-  std::mutex queue_mutex_;  // guards head_, tail_ and sleeping_
+  std::mutex queue_mutex_;  // guards head_, tail_, sleeping_ and the in-flight list
   std::condition_variable queue_cv_;
   Task* head_ = nullptr;
   Task* tail_ = nullptr;
+  Task* in_flight_ = nullptr;  // queued or running tasks (Task::next_in_flight)
+  std::atomic<uint64_t> next_id_{1};
   int sleeping_ = 0;                  // serving threads waiting on queue_cv_: enqueue wakes one
   std::atomic<bool> pending_{false};  // head_ != nullptr, readable without the lock while polling
   // A server is polling for work (at most one; cleared under queue_mutex_):
@@ -137,6 +203,10 @@ class OutsideJulia {
   bool active_ = false;
   int gc_state_ = 0;
 };
+
+// Installs the SIGINT handler that abandons the calls in flight in front of
+// the current one, unless it is there already (sigint.cc).
+void ensure_sigint_hook();
 
 // Calls made through compiled entries (api.cc).
 uint64_t entry_calls();
