@@ -234,6 +234,8 @@ void JuliaThread::execute(Task* task, int julia_tid) {
     delete task;
     return;
   }
+  // Read before the unlock below: a waited task may be gone right after it.
+  const bool detachable = task->kind == Task::kDetachable;
   {
     std::lock_guard<std::mutex> lock(task->mutex);
     task->done = true;
@@ -241,7 +243,7 @@ void JuliaThread::execute(Task* task, int julia_tid) {
     task->finished.store(true, std::memory_order_release);
     task->cv.notify_all();  // while locked: once unlocked the owner may destroy the task
   }
-  if (task->kind == Task::kDetachable) release(task);
+  if (detachable) release(task);
 }
 
 Task* JuliaThread::take_task(int max_wait_us, bool* polling) {
