@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import julia_op  # noqa: E402
+from build_support import busy_op  # noqa: E402  (tests/, on the path _common sets up)
 
 import bridge  # noqa: E402
 from bridge import julia  # noqa: E402
@@ -29,18 +30,7 @@ from bridge import julia  # noqa: E402
 LONG_OP, SHORT_OP, ROUNDS = 0.2, 0.001, 3
 CPUS = os.cpu_count() or 1
 
-work = julia_op("JlParallelWork", "JlParallelWork\ndouble x(n)\ndouble s()\ndouble y(n) -> output\n", """
-function jl_parallel_work(y, x, s)
-    acc, t0 = 0.0, time()
-    while time() - t0 < s[]
-        for v in x
-            acc += v
-        end
-    end
-    y .= x .+ 0 * acc
-    return nothing
-end
-""")
+work = julia_op("JlParallelWork", *busy_op("JlParallelWork"))
 
 
 def session_of(n):

@@ -37,6 +37,27 @@ def op_folder(parent: Path, name: str, spec: str, julia_source: str) -> Path:
     return folder
 
 
+def busy_op(name: str) -> tuple[str, str]:
+    """Spec and Julia source of an op ``name`` whose function
+    (``<name in snake_case>(y, x, s)``) computes for ``s`` seconds without
+    allocating, yielding or any I/O, as a numeric solver does, then sets y = x."""
+    function = snake_case(name)
+    spec = f"{name}\ndouble x(n)\ndouble s()\ndouble y(n) -> output\n"
+    source = f"""
+function {function}(y, x, s)
+    acc, t0 = 0.0, time()
+    while time() - t0 < s[]
+        for v in x
+            acc += v
+        end
+    end
+    y .= x .+ 0 * acc
+    return nothing
+end
+"""
+    return spec, source
+
+
 def load_ops(tmp_path_factory, label: str, ops: dict) -> list:
     """Build and load ops for a module's tests (skipped without a toolchain):
     ``ops`` maps op names to (spec, Julia source); returns (folder, loaded

@@ -16,26 +16,14 @@ import pytest
 
 import bridge
 from bridge import customop, julia
-from build_support import op_folder, toolchain_missing
+from build_support import busy_op, op_folder, toolchain_missing
 from thread_support import run_threads
 
 REPO = Path(__file__).resolve().parents[1]
 CPUS = os.cpu_count() or 1
 
 # Computes for s seconds (no allocation, no yield), then y = x.
-WORK_SPEC = "JlWork\ndouble x(n)\ndouble s()\ndouble y(n) -> output\n"
-WORK_JL = """
-function jl_work(y, x, s)
-    acc, t0 = 0.0, time()
-    while time() - t0 < s[]
-        for v in x
-            acc += v
-        end
-    end
-    y .= x .+ 0 * acc
-    return nothing
-end
-"""
+WORK_SPEC, WORK_JL = busy_op("JlWork")
 
 needs_two_cpus = pytest.mark.skipif(CPUS < 2, reason="parallel Julia ops need 2 CPUs (Julia caps its threads)")
 

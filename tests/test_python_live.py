@@ -16,7 +16,7 @@ import pytest
 
 import bridge
 from bridge import julia
-from build_support import load_ops
+from build_support import busy_op, load_ops
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = 0.05      # the ticker's period, in seconds
@@ -24,19 +24,7 @@ BUSY = 5.0       # how long the Julia op computes
 
 # Computes for s seconds without yielding to anything (no I/O, no sleep): only
 # the GIL could stop Python's other threads meanwhile.
-BUSY_SPEC = "JlBusy\ndouble x(n)\ndouble s()\ndouble y(n) -> output\n"
-BUSY_JL = """
-function jl_busy(y, x, s)
-    acc, t0 = 0.0, time()
-    while time() - t0 < s[]
-        for v in x
-            acc += v
-        end
-    end
-    y .= x .+ 0 * acc
-    return nothing
-end
-"""
+BUSY_SPEC, BUSY_JL = busy_op("JlBusy")
 
 # Calls Python's C API from Julia: sets builtins._tfbridge_probe to x[1].
 PROBE_SPEC = "JlPythonProbe\ndouble x(n)\ndouble y(n) -> output\n"
