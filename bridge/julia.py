@@ -30,8 +30,8 @@ from cffi import FFI
 
 from . import _lib, _paths, julia_runtime
 
-__all__ = ["JuliaError", "JuliaObject", "init", "is_initialized", "eval", "include", "call",
-           "session_run_on_julia_thread", "call_counts"]
+__all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "is_initialized", "eval", "include",
+           "call", "session_run_on_julia_thread", "call_counts"]
 
 
 def _cdef_text() -> str:
@@ -60,6 +60,19 @@ class JuliaError(RuntimeError):
     def __init__(self, message: str, kind: int = 3):
         super().__init__(message)
         self.kind = kind
+
+
+class JuliaStackOverflowError(JuliaError, RecursionError):
+    """Julia code recursed too deeply (Julia's ``StackOverflowError``).
+
+    A ``RecursionError`` too, as Python's own would be; Julia unwound its
+    stack, so Julia stays usable.
+    """
+
+
+def _error_class(message: str) -> type[JuliaError]:
+    """The exception for a failure text from the runtime ("<ExceptionType>: ...")."""
+    return JuliaStackOverflowError if message.startswith("StackOverflowError") else JuliaError
 
 
 class JuliaObject:
@@ -168,7 +181,7 @@ def _runtime():
 def _raise(status: int, err, context: str = "") -> None:
     message = _ffi.string(err).decode("utf-8", errors="replace") if err != _ffi.NULL else "unknown error"
     _rt.tfjl_free(err)
-    raise JuliaError(context + message, status)
+    raise _error_class(message)(context + message, status)
 
 
 def _text(value) -> str:
