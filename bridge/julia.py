@@ -49,12 +49,15 @@ from . import julia_contract as _contract  # noqa: E402  (beside the constants i
 
 _DTYPE_CODES = {np.dtype(getattr(np, d.numpy)): d.code for d in _contract.DTYPES if d.numpy is not None}
 _STRING = _contract.by_name("String").code
+_FAILED_PRECONDITION = _contract.error_kind("FailedPrecondition").value
 
 
 class JuliaError(RuntimeError):
     """A Julia exception: ``str(e)`` is Julia's error text and backtrace.
 
-    ``kind``: 1 invalid argument, 2 not found, 3 internal (CONTRACT.md).
+    ``kind``: 1 invalid argument, 2 not found, 3 internal, 5 failed
+    precondition (this process was forked from one that runs Julia, which
+    cannot run here: the message says what to do instead) (CONTRACT.md).
     """
 
     def __init__(self, message: str, kind: int = 3):
@@ -321,6 +324,10 @@ def session_run_on_julia_thread(session, run_options, inputs, input_values, ninp
     Julia's thread while that thread waits for the run: a deadlock.)
     """
     rt = _runtime()
+    forked = rt.tfjl_forked()
+    if forked != _ffi.NULL:  # the run would fail op by op; say why once
+        raise JuliaError("Session(julia_thread=True).run: Julia is not available: "
+                         + _ffi.string(forked).decode(errors="replace"), _FAILED_PRECONDITION)
     # The arguments are cdata of bridge._lib's FFI; the runtime takes them type-erased.
     ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
     rt.tfjl_session_run_on_julia_thread(ptr(_lib.lib.TF_SessionRun), ptr(session), ptr(run_options),
