@@ -31,8 +31,8 @@ from cffi import FFI
 from . import _lib, _paths, julia_runtime
 from . import errors as _errors
 
-__all__ = ["JuliaError", "JuliaObject", "init", "is_initialized", "eval", "include", "call",
-           "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
+__all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "is_initialized", "eval", "include",
+           "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
 
 
 def _cdef_text() -> str:
@@ -50,17 +50,33 @@ from . import julia_contract as _contract  # noqa: E402  (beside the constants i
 
 _DTYPE_CODES = {np.dtype(getattr(np, d.numpy)): d.code for d in _contract.DTYPES if d.numpy is not None}
 _STRING = _contract.by_name("String").code
+_FAILED_PRECONDITION = _contract.error_kind("FailedPrecondition").value
 
 
 class JuliaError(RuntimeError):
     """A Julia exception: ``str(e)`` is Julia's error text and backtrace.
 
-    ``kind``: 1 invalid argument, 2 not found, 3 internal (CONTRACT.md).
+    ``kind``: 1 invalid argument, 2 not found, 3 internal, 5 failed
+    precondition (this process was forked from one that runs Julia, which
+    cannot run here: the message says what to do instead) (CONTRACT.md).
     """
 
     def __init__(self, message: str, kind: int = 3):
         super().__init__(message)
         self.kind = kind
+
+
+class JuliaStackOverflowError(JuliaError, RecursionError):
+    """Julia code recursed too deeply (Julia's ``StackOverflowError``).
+
+    A ``RecursionError`` too, as Python's own would be; Julia unwound its
+    stack, so Julia stays usable.
+    """
+
+
+def _error_class(message: str) -> type[JuliaError]:
+    """The exception for a failure text from the runtime ("<ExceptionType>: ...")."""
+    return JuliaStackOverflowError if message.startswith("StackOverflowError") else JuliaError
 
 
 class JuliaObject:
@@ -172,7 +188,7 @@ def _raise(status: int, err, context: str = "") -> None:
     _rt.tfjl_free(err)
     if message.startswith("InterruptException"):  # TFBridge.checkinterrupt after Ctrl-C
         _errors.raise_pending_signals()
-    raise JuliaError(context + message, status)
+    raise _error_class(message)(context + message, status)
 
 
 def _text(value) -> str:
@@ -319,6 +335,10 @@ class JuliaThreadRunner:
         (or ``wait(handle)``), then ``release(handle)``.
         """
         rt = _runtime()
+        forked = rt.tfjl_forked()
+        if forked != _ffi.NULL:  # the run would fail op by op; say why once
+            raise JuliaError("Session(julia_thread=True).run: Julia is not available: "
+                             + _ffi.string(forked).decode(errors="replace"), _FAILED_PRECONDITION)
         # The arguments are cdata of bridge._lib's FFI; the runtime takes them type-erased.
         ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
         pending = _ffi.new("void**")

@@ -135,6 +135,8 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     ErrorKind("NotFound", 2, 5, True, "the Julia function is not defined"),
     ErrorKind("Internal", 3, 13, True, "anything else, or Julia could not start"),
     ErrorKind("ResourceExhausted", 4, 8, False, "an output's allocator ran out of memory"),
+    ErrorKind("FailedPrecondition", 5, 9, False,
+              "Julia cannot run in this process: it was forked from one that runs Julia"),
 )
 
 

@@ -14,14 +14,16 @@ const DTYPES = (Float64, Float32, Int32, Int64, Bool, String)
 #   NOT_FOUND: the Julia function is not defined
 #   INTERNAL: anything else, or Julia could not start
 #   RESOURCE_EXHAUSTED: an output's allocator ran out of memory
-const OK                 = 0
-const INVALID_ARGUMENT   = 1
-const NOT_FOUND          = 2
-const INTERNAL           = 3
-const RESOURCE_EXHAUSTED = 4
+#   FAILED_PRECONDITION: Julia cannot run in this process: it was forked from one that runs Julia
+const OK                  = 0
+const INVALID_ARGUMENT    = 1
+const NOT_FOUND           = 2
+const INTERNAL            = 3
+const RESOURCE_EXHAUSTED  = 4
+const FAILED_PRECONDITION = 5
 
 # The TF_Code of the kernel's status for kind k: TF_CODES[k + 1].
-const TF_CODES = (0, 3, 5, 13, 8)
+const TF_CODES = (0, 3, 5, 13, 8, 9)
 
 # A compiled entry's parameters, f(data, ints, floats)::Cint:
 #   data: per tensor its buffer; per string attribute its bytes

@@ -74,6 +74,11 @@ typedef struct tfjl_value {
 int tfjl_init(const char* bindir, const char* image, const char* bridge_jl, char* err, size_t errlen);
 int tfjl_is_initialized(void);
 int tfjl_on_julia_thread(void);
+/* NULL, or why Julia cannot run in this process: it was forked from a process
+ * that had started Julia, whose threads a child does not have.  Every entry
+ * into Julia then fails at once with this text (error kind 5, failed
+ * precondition) instead of waiting for those threads forever. */
+const char* tfjl_forked(void);
 
 /* Evaluates code (all top-level expressions, in Main); *result_repr = repr of the last value. */
 int tfjl_eval(const char* code, char** result_repr, char** err);

@@ -37,7 +37,8 @@
   X(InvalidArgument, 1, 3, 1) \
   X(NotFound, 2, 5, 1) \
   X(Internal, 3, 13, 1) \
-  X(ResourceExhausted, 4, 8, 0)
+  X(ResourceExhausted, 4, 8, 0) \
+  X(FailedPrecondition, 5, 9, 0)
 
 namespace tfjl {
 
@@ -67,7 +68,8 @@ constexpr size_t DTypeSize(DType d) {
 //   kNotFound: the Julia function is not defined
 //   kInternal: anything else, or Julia could not start
 //   kResourceExhausted: an output's allocator ran out of memory
-enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3, kResourceExhausted = 4 };
+//   kFailedPrecondition: Julia cannot run in this process: it was forked from one that runs Julia
+enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3, kResourceExhausted = 4, kFailedPrecondition = 5 };
 
 // The TF_Code (absl::StatusCode) of a kernel's status for an error kind; an
 // unknown kind is Internal.
@@ -78,6 +80,7 @@ constexpr int ErrorKindTfCode(int kind) {
     case kNotFound: return 5;
     case kInternal: return 13;
     case kResourceExhausted: return 8;
+    case kFailedPrecondition: return 9;
   }
   return 13;
 }
@@ -90,6 +93,7 @@ constexpr int ErrorKindOfTfCode(int code) {
     case 5: return kNotFound;
     case 13: return kInternal;
     case 8: return kResourceExhausted;
+    case 9: return kFailedPrecondition;
   }
   return kInternal;
 }

@@ -8,6 +8,7 @@
 
 #include "julia_handles.h"
 #include "julia_side.h"
+#include "signals.h"
 
 extern "C" const char tfjl_embedded_bridge_source[];  // generated from julia/TFBridge.jl and contract.jl
 
@@ -90,6 +91,9 @@ std::string initialise_julia(const InitParams& params) {
   jl_init_with_image(params.bindir.c_str(), params.image.c_str());
   sigaction(SIGINT, &host_sigint, nullptr);
   if (!jl_is_initialized()) return "jl_init_with_image(" + params.bindir + ", " + params.image + ") failed";
+  // A crash must end the process, and a stack overflow on this thread be
+  // named so (signals.cc); this thread's root task is the one to fix.
+  install_signal_guards();
   return load_bridge_module(params);
 }
 

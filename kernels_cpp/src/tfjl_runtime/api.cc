@@ -21,7 +21,9 @@ namespace {
 // "" once Julia is running, else why it cannot start.
 std::string start_julia(JuliaThread& julia) { return julia.ready() ? std::string() : julia.ensure_started(nullptr); }
 
-Outcome unavailable(const std::string& start_error) { return {"Julia is not available: " + start_error, kInternal}; }
+Outcome unavailable(const std::string& start_error) {
+  return {"Julia is not available: " + start_error, detail::forked_from_julia() ? kFailedPrecondition : kInternal};
+}
 
 // Runs body() (which fills an Outcome); a C++ exception becomes an internal error.
 template <class Body>

@@ -47,7 +47,10 @@ int run_capi(char** err, Body&& body) {
       tfjl::detail::GilAcquire gil;
       out = body(JuliaThread::instance().side());
     });
-    if (!start_error.empty()) out = {"Julia is not available: " + start_error, tfjl::kInternal};
+    if (!start_error.empty()) {
+      out = {"Julia is not available: " + start_error,
+             tfjl::detail::forked_from_julia() ? tfjl::kFailedPrecondition : tfjl::kInternal};
+    }
   } catch (const std::exception& e) {
     out = {std::string("tf-julia-bridge runtime: ") + e.what(), tfjl::kInternal};
   } catch (...) {

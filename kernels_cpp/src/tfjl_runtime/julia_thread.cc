@@ -129,6 +129,8 @@ void JuliaThread::register_thread() {
 
 std::string JuliaThread::ensure_started(const InitParams* given) {
   if (ready()) return "";
+  // Before any lock: another thread of the parent may have held it at the fork.
+  if (forked_from_julia()) return fork_error();
   GilRelease unlocked_gil;  // starting Julia takes a while; let Python threads run
   std::unique_lock<std::mutex> lock(init_mutex_);
   if (state_.load(std::memory_order_acquire) == kNotStarted) {
@@ -141,6 +143,7 @@ std::string JuliaThread::ensure_started(const InitParams* given) {
     if (std::string err = check_params(params); !err.empty()) return err;
     params.servers = serving_threads();
     pin_this_library();
+    mark_children_at_fork();
     // Registered after libjulia was loaded, so it runs before libjulia's own
     // exit-time destructors.
     std::atexit([] { instance().exiting_.store(true, std::memory_order_release); });

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "fork_guard.h"
 #include "julia_side.h"
 
 namespace tfjl {
@@ -77,7 +78,8 @@ class JuliaThread {
   // executable.  Returns "" or the reason Julia is not available.
   std::string ensure_started(const InitParams* params);
 
-  bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
+  // False in a forked child (fork_guard.h): Julia's threads are not there.
+  bool ready() const { return state_.load(std::memory_order_acquire) == kReady && !forked_from_julia(); }
 
   // The Julia side's entry points (valid once ready()).
   const JuliaSide& side() const { return *side_; }
