@@ -32,7 +32,10 @@ from .registry import (ACCEPTS_NONE, NotDifferentiable, RegisterGradient, get_gr
                        no_gradient, register_gradient)
 
 # Importing the op families registers their gradients.
-from . import array_grad, control_flow_grad, function_grad, math_grad, nn_grad  # noqa: F401
+from . import (array_grad, control_flow_grad, ctc_grad, data_flow_grad, device_grad,  # noqa: F401
+               function_grad, image_grad, linalg_grad, list_grad, math_grad, nn_grad, ragged_grad,
+               random_grad, resource_variable_grad, rnn_grad, sparse_grad, special_math_grad,
+               spectral_grad, tensor_array_grad)
 
 __all__ = ["gradients", "jacobian", "hessian", "hessians", "RegisterGradient", "NotDifferentiable",
            "no_gradient", "register_gradient", "register_custom_op_gradient", "get_gradient_function",

@@ -1,0 +1,2 @@
+"""Gradients of TensorArrays (TF v1), after TF's tensor_array_grad.py."""
+from __future__ import annotations

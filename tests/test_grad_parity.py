@@ -1,0 +1,114 @@
+"""Gradient parity with TF Python: every op type TF differentiates, checked numerically.
+
+The cases live in ``tests/grad_cases/<family>.py`` (how a case is built and
+compared: ``tests/grad_cases/__init__.py``).  Each family asks the oracle once
+(cached on disk); each (case, dtype) is one test comparing first- and
+second-order gradients with stock TensorFlow's ``tf.gradients`` on the same
+GraphDef.
+
+``test_every_op_type_tf_differentiates_has_a_case`` compares the op types
+the cases cover with TF Python's gradient registry (listed by the oracle):
+each must have a case, or be on :data:`EXCLUDED` with its reason.
+"""
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from grad_cases import (FAMILIES, assert_close, bridge_gradients, build_case, load_family, load_pending,
+                        oracle_request)
+from oracle_client import run_oracle
+
+#: Op types TF differentiates that the bridge does not, each with its reason (at most 12).
+EXCLUDED: dict[str, str] = {}
+
+#: Work in progress (issue #16): op types TF differentiates whose case is not written yet, from
+#: each family's PENDING.  Shrinks to empty; a case for a pending op type fails the coverage
+#: test until the op type leaves PENDING.
+PENDING: frozenset[str] = frozenset().union(*(load_pending(f) for f in FAMILIES))
+
+_PARAMS = [(family, index, dtype)
+           for family in FAMILIES
+           for index, c in enumerate(load_family(family))
+           for dtype in c.dtype_list()]
+
+
+def _seed(family: str, index: int, dtype: str) -> int:
+    return zlib.crc32(f"{family}/{index}/{dtype}".encode())
+
+
+_answers: dict[str, dict] = {}
+
+
+def _family_answers(family: str) -> dict:
+    """{(index, dtype): (Built or error string, oracle answer)} for one family."""
+    if family not in _answers:
+        cases = load_family(family)
+        built, requests, keys = {}, [], []
+        for index, c in enumerate(cases):
+            for dtype in c.dtype_list():
+                try:
+                    b = build_case(c, dtype, _seed(family, index, dtype))
+                except Exception as exc:
+                    built[(index, dtype)] = f"{type(exc).__name__}: {exc}"
+                    continue
+                built[(index, dtype)] = b
+                keys.append((index, dtype))
+                requests.append(oracle_request(c, b))
+        answers = run_oracle("graph_gradients", {"cases": requests})["results"] if requests else []
+        result = {k: (built[k], None) for k in built}
+        for k, a in zip(keys, answers):
+            result[k] = (built[k], a)
+        _answers[family] = result
+    return _answers[family]
+
+
+@pytest.mark.parametrize("family,index,dtype", _PARAMS,
+                         ids=[f"{f}-{load_family(f)[i].id(d)}" for f, i, d in _PARAMS])
+def test_gradient_matches_tensorflow(family: str, index: int, dtype: str) -> None:
+    c = load_family(family)[index]
+    built, want = _family_answers(family)[(index, dtype)]
+    if isinstance(built, str):
+        if "kernel" in built.lower() or "NotFound" in built:
+            pytest.skip(f"{c.op} {dtype}: the bridge has no CPU kernel for it ({built[:200]})")
+        pytest.fail(f"building the case failed: {built}")
+    what = f"{c.id(dtype)}"
+    assert not isinstance(want, str), f"{what}: stock TF failed on the same graph: {want}"
+    first, second = bridge_gradients(c, built)
+    assert_close(first, want["first"], dtype, f"{what}, first order", c.rtol)
+    if not c.second:
+        return
+    if isinstance(want["second"], str):
+        return  # TF has no second order here (its error is the answer): nothing to match
+    assert not isinstance(second, str), f"{what}: TF has a second order, the bridge failed: {second}"
+    if want["second"] is None:
+        assert second is None or all(g is None for g in second), f"{what}: TF has no second order"
+        return
+    assert_close(second, want["second"], dtype, f"{what}, second order", c.rtol)
+
+
+@pytest.fixture(scope="module")
+def tf_registry() -> dict:
+    return run_oracle("gradient_registry")
+
+
+def test_every_op_type_tf_differentiates_has_a_case(tf_registry: dict) -> None:
+    tf_diff = set(tf_registry["differentiable"])
+    covered = {c.op for family in FAMILIES for c in load_family(family)}
+    assert len(EXCLUDED) <= 12, f"the exclusion list may hold 12 op types, holds {len(EXCLUDED)}"
+    assert not (set(EXCLUDED) & covered), f"excluded but covered: {sorted(set(EXCLUDED) & covered)}"
+    done_but_pending = sorted(PENDING & covered)
+    assert not done_but_pending, f"these have cases now: remove them from PENDING: {done_but_pending}"
+    missing = sorted(tf_diff - covered - set(EXCLUDED) - PENDING)
+    by_module = {}
+    for op in missing:
+        by_module.setdefault(tf_registry["modules"].get(op, "?"), []).append(op)
+    assert not missing, f"{len(missing)} op types TF differentiates have no case: {by_module}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue #16 in progress: PENDING lists the op types still to do")
+def test_at_least_405_op_types_tf_differentiates_are_covered(tf_registry: dict) -> None:
+    tf_diff = set(tf_registry["differentiable"])
+    covered = {c.op for family in FAMILIES for c in load_family(family)} & tf_diff
+    assert len(covered) >= min(405, len(tf_diff) - 12) and not PENDING
