@@ -71,7 +71,8 @@ def eval_case(case: dict) -> dict | str:
                 if parts:
                     try:
                         z = tf.add_n(parts) if len(parts) > 1 else parts[0]
-                        second = [_dense(g) for g in tf.gradients(z, xs)]
+                        # Ones as the seed, as bridge.gradients uses (TF asks for it when z is complex).
+                        second = [_dense(g) for g in tf.gradients(z, xs, grad_ys=tf.ones_like(z))]
                     except Exception as exc:  # TF has no second order here: say so
                         second_error = _common.error_string(exc)
             first_f = _fetchable(first, xs, fetch_dtype)
