@@ -21,7 +21,13 @@ from grad_cases import (FAMILIES, assert_close, bridge_gradients, build_case, lo
 from oracle_client import run_oracle
 
 #: Op types TF differentiates that the bridge does not, each with its reason (at most 12).
-EXCLUDED: dict[str, str] = {}
+EXCLUDED: dict[str, str] = {
+    "QuantizeAndDequantize": "removed from GraphDefs at version 22: no graph can hold it "
+                             "(the bridge registers TF's pass-through gradient anyway)",
+    "QuantizeAndDequantizeV4Grad": "TF's registered gradient cannot run (TypeError: it takes 2 "
+                                   "arguments, TF passes 4), so there is nothing to compare; the "
+                                   "bridge gives the masked gradient TF's code intends",
+}
 
 #: Work in progress (issue #16): op types TF differentiates whose case is not written yet, from
 #: each family's PENDING.  Shrinks to empty; a case for a pending op type fails the coverage
@@ -74,6 +80,12 @@ def test_gradient_matches_tensorflow(family: str, index: int, dtype: str) -> Non
             pytest.skip(f"{c.op} {dtype}: the bridge has no CPU kernel for it ({built[:200]})")
         pytest.fail(f"building the case failed: {built}")
     what = f"{c.id(dtype)}"
+    if c.raises:
+        assert isinstance(want, str), f"{what}: TF's gradient was expected to raise, it gave {want}"
+        with pytest.raises(Exception) as info:
+            bridge_gradients(c, built)
+        assert not isinstance(info.value, AssertionError), info.value
+        return
     assert not isinstance(want, str), f"{what}: stock TF failed on the same graph: {want}"
     first, second = bridge_gradients(c, built)
     assert_close(first, want["first"], dtype, f"{what}, first order", c.rtol)

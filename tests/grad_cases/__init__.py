@@ -54,6 +54,11 @@ class GradCase:
     ``dtype_attr`` allows (real ones for real inputs, complex ones for complex
     inputs).  ``second``: also compare second order (skipped where TF has none).
     ``rtol`` overrides :data:`TOLERANCE` (for ill-conditioned math).
+    ``variables``: inputs made resource variables (holding the input, cast to
+    the dtype under test): ``build`` gets, and the gradient is taken with
+    respect to, the variable's handle (read after it is assigned).
+    ``raises``: TF's registered gradient raises for this graph (PreventGradient,
+    the gradients TF leaves NotImplemented); the bridge must raise too.
     """
 
     op: str
@@ -65,6 +70,8 @@ class GradCase:
     label: str = ""
     dtype_attr: str = "T"
     rtol: Optional[float] = None
+    variables: Sequence[int] = ()
+    raises: bool = False
 
     def differentiated(self) -> list[int]:
         if self.wrt is not None:
@@ -193,6 +200,8 @@ def build_case(c: GradCase, dtype: str, seed: int) -> Built:
                 wide = arr.astype(_wide(dtype)) if arr.dtype.kind in "fc" else arr
                 ph = fed(wide, f"x{i}_value")
                 x = ops.cast(ph, DstT=bridge.as_dtype(dtype), name=f"x{i}") if arr.dtype.kind in "fc" else ph
+                if i in c.variables:
+                    x = _variable(x, f"var{i}")
                 args.append(x)
                 if i in wrt:
                     xs.append(x)
@@ -217,8 +226,19 @@ def build_case(c: GradCase, dtype: str, seed: int) -> Built:
             v = r.uniform(-1, 1, arr.shape)
             if x.dtype.is_complex:
                 v = v + 1j * r.uniform(-1, 1, arr.shape)
-            vs.append(ops.cast(fed(v.astype(_wide(dtype)), f"v{k}_value"), DstT=x.dtype, name=f"v{k}"))
+            v_dtype = bridge.as_dtype(dtype) if x.dtype.name == "resource" else x.dtype
+            vs.append(ops.cast(fed(v.astype(_wide(dtype)), f"v{k}_value"), DstT=v_dtype, name=f"v{k}"))
     return Built(graph, graph.as_graph_def(), xs, ys, grad_ys, vs, feed_by_name, feed)
+
+
+def _variable(value, name: str):
+    """A resource variable's handle, passed through an Identity that runs after it is assigned ``value``."""
+    import bridge
+    from bridge import ops
+    handle = ops.var_handle_op(dtype=value.dtype, shape=value.shape, shared_name=name, name=name)
+    assign = ops.assign_variable_op(handle, value, name=f"{name}_assign")
+    with bridge.control_dependencies([assign]):
+        return ops.identity(handle, name=f"{name}_handle")
 
 
 def oracle_request(c: GradCase, built: Built) -> dict:
@@ -227,7 +247,9 @@ def oracle_request(c: GradCase, built: Built) -> dict:
             "ys": [y.name for y in built.ys],
             "grad_ys": [g.name for g in built.grad_ys],
             "vs": [v.name for v in built.vs] if c.second else None,
-            "fetch_dtype": {x.name: _wide(x.dtype.name) for x in built.xs},
+            # (a variable's gradient has the dtype of its value, which its v has)
+            "fetch_dtype": {x.name: _wide((v if x.dtype.name == "resource" else x).dtype.name)
+                            for x, v in zip(built.xs, built.vs)},
             "feed": built.feed_by_name}
 
 
@@ -277,6 +299,6 @@ def assert_close(got: Any, want: Any, dtype: str, what: str, rtol: Optional[floa
             continue
         assert g is not None, f"{what}, x{k}: TF has a gradient, the bridge None"
         w = np.asarray(w)
-        scale = float(np.max(np.abs(w))) if w.size else 1.0
+        scale = float(np.nanmax(np.abs(w))) if w.size and not np.all(np.isnan(w)) else 1.0
         np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol * max(scale, 1e-3),
                                    err_msg=f"{what}, x{k}")
