@@ -235,7 +235,11 @@ class Session:
             out = key if type(key) is Output and key.op.graph is self.graph else self.graph.as_graph_element(key)
             if not isinstance(out, Output):
                 raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
-            t = value if isinstance(value, Tensor) else Tensor._for_feed(value, out.dtype, *self._feed_target(out))
+            target = self._feed_target(out)
+            if isinstance(value, Tensor):
+                t = self._check_tensor_feed(value, out, target)
+            else:
+                t = Tensor._for_feed(value, out.dtype, target[0], target[1])
             held.append(t)
             c_in[i].oper, c_in[i].index = out.op._ptr, out.index
             c_in_vals[i] = t._ptr
@@ -287,18 +291,46 @@ class Session:
         values = [_value(c_out_vals[i]) for i in range(n_out)]
         return plan.rebuild(values)
 
-    def _feed_target(self, out: Output) -> tuple[str, Optional[tuple]]:
-        """How conversion errors name the fed tensor ``out``, and the shape a
-        value fed to it must fit (None: any) as shape inference knows it;
-        looked up once per fed tensor."""
+    def _feed_target(self, out: Output) -> tuple:
+        """How conversion errors name the fed tensor ``out``, the shape a value
+        fed to it must fit (None: any) as shape inference knows it, and its
+        dtype's enum; looked up once per fed tensor."""
         key = (out.op._ptr, out.index)
         try:
             return self._feed_targets[key]
         except KeyError:
             kind = "placeholder" if out.op.type.startswith("Placeholder") else "tensor"
             shape = out.shape
-            found = self._feed_targets[key] = (f"{kind} '{out.name}'", None if shape.unknown_rank else tuple(shape))
+            found = self._feed_targets[key] = (f"{kind} '{out.name}'", None if shape.unknown_rank else tuple(shape),
+                                               out.dtype.enum)
             return found
+
+    @staticmethod
+    def _check_tensor_feed(value: Tensor, out: Output, target: tuple) -> Tensor:
+        """A Tensor fed to ``out``: as is when its dtype is out's, else converted
+        as a numpy value would be (only where no value changes); its shape must
+        fit out's static shape (ValueError, as for numpy values)."""
+        meta = getattr(value, "_meta", None)
+        if meta is not None and meta[2] is target:  # this Tensor fitted this tensor before
+            return value
+        name, shape, enum = target
+        if meta is None:  # a C call costs about 1 us here: read once per Tensor
+            ptr = value._ptr
+            meta = (lib.TF_TensorType(ptr), tuple([lib.TF_Dim(ptr, i) for i in range(lib.TF_NumDims(ptr))]), None)
+        if meta[0] != enum:
+            return Tensor._for_feed(value, out.dtype, name, shape)
+        if shape is not None:
+            dims = meta[1]
+            fits = len(dims) == len(shape)
+            if fits:
+                for d, n in zip(shape, dims):
+                    if d is not None and d != n:
+                        fits = False
+                        break
+            if not fits:
+                Tensor._for_feed(value, out.dtype, name, shape)  # raises the ValueError numpy values get
+        value._meta = (meta[0], meta[1], target)
+        return value
 
     def _graph_is_small(self) -> bool:
         """Whether the graph has at most ``inline_small_graphs`` operations.

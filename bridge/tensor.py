@@ -52,7 +52,8 @@ class Tensor:
     nested lists, and bytes/str (string tensors).
     """
 
-    __slots__ = ("_ptr", "__weakref__")
+    # _meta: (dtype enum, shape), read once from TF when a session checks a feed
+    __slots__ = ("_ptr", "_meta", "__weakref__")
 
     def __init__(self, value: Any, dtype: Any = None):
         if isinstance(value, Tensor):

@@ -1,5 +1,7 @@
-"""Python's operators on Outputs (bridge/operators.py): each builds the op TF
-Python's operator builds, with the operands in the right order."""
+"""Python's operators on Outputs (bridge/operators.py): each builds the graph
+TF Python's Tensor operators build in graph mode, checked node by node (names,
+op types, inputs, attributes) against stock TensorFlow (the build_expressions
+oracle), with the values of a run and, for slices, their gradients."""
 from __future__ import annotations
 
 import operator
@@ -13,10 +15,209 @@ from bridge.operators import OPERATORS
 X = np.array([[1.5, -2.0], [0.5, 3.0]])
 Y = np.array([[2.0, 0.25], [-1.0, 4.0]])
 
+rng = np.random.default_rng(7)
+F = rng.standard_normal((2, 3)).astype(np.float32)
+G = (rng.standard_normal((2, 3)) + 0.5).astype(np.float32)
+POS = (np.abs(F) + 0.5).astype(np.float32)
+W = rng.standard_normal((3, 2)).astype(np.float32)
+D = rng.standard_normal((2, 3))                       # float64
+A = np.array([[7, -3, 12], [5, 9, -8]], np.int32)
+B = np.array([[2, 5, -5], [3, -4, 3]], np.int32)
+L = np.array([10, -7, 2**40], np.int64)
+U8 = np.array([200, 3, 9], np.uint8)
+P = np.array([True, False, True, False])
+Q = np.array([True, True, False, False])
+Z = np.array([3 + 4j, -1 + 0.5j], np.complex128)
+B3 = rng.standard_normal((2, 2, 3)).astype(np.float32)
+C3 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+T = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6) / 7
+S = np.array([b"ab", b"c"], dtype=object)
+
+# id -> (inputs, expression, gradient check)
+EXPRESSIONS = {
+    # arithmetic, forward and reflected, Python scalars taking the tensor's dtype
+    "add": ({"x": F, "y": G}, "x + y"), "add_scalar": ({"x": F}, "x + 2"), "radd": ({"x": F}, "2 + x"),
+    "add_string": ({"s": S}, "s + b'!'"),
+    "sub": ({"x": F}, "x - 1.5"), "rsub": ({"x": F}, "1.5 - x"), "sub_int": ({"a": A}, "3 - a"),
+    "mul": ({"x": F, "y": G}, "x * y"), "rmul": ({"x": F}, "3 * x"),
+    "mul_bool": ({"p": P, "q": Q}, "p * q"),
+    "truediv": ({"x": F, "y": G}, "x / y"), "truediv_scalar": ({"x": F}, "x / 2"), "rtruediv": ({"x": G}, "2 / x"),
+    "truediv_int32": ({"a": A, "b": B}, "a / b"), "truediv_int_scalar": ({"a": A}, "a / 2"),
+    "rtruediv_int": ({"a": B}, "7 / a"), "truediv_int64": ({"l": L}, "l / 4"),
+    "truediv_uint8": ({"u": U8}, "u / u"), "truediv_f64": ({"d": D}, "d / 3"),
+    "floordiv": ({"a": A, "b": B}, "a // b"), "floordiv_f": ({"x": F}, "x // 0.5"),
+    "rfloordiv": ({"a": B}, "20 // a"),
+    "mod": ({"a": A, "b": B}, "a % b"), "mod_scalar": ({"a": A}, "a % 5"), "rmod": ({"x": G}, "5.0 % x"),
+    "pow": ({"x": POS}, "x ** 2"), "rpow": ({"x": F}, "2 ** x"), "pow_tensors": ({"x": POS, "y": G}, "x ** y"),
+    "pow_int": ({"a": A}, "a ** 2"),
+    "matmul": ({"x": F, "w": W}, "x @ w"), "matmul_array": ({"x": F}, "x @ np.ones((3, 2), np.float32)"),
+    "rmatmul": ({"x": F}, "np.ones((4, 2), np.float32) @ x"),
+    "batch_matmul": ({"b": B3, "c": C3}, "b @ c"),
+    "matmul_unknown_rank": ({"x": {"value": F, "shape": None}, "w": W}, "x @ w"),
+    "matmul_f64": ({"d": D}, "d @ np.ones((3, 3))"),
+    # unary
+    "neg": ({"x": F}, "-x"), "neg_int": ({"a": A}, "-a"), "abs": ({"x": F}, "abs(x)"),
+    "abs_int": ({"a": A}, "abs(a)"), "abs_complex": ({"z": Z}, "abs(z)"),
+    "invert_bool": ({"p": P}, "~p"), "invert_int": ({"a": A}, "~a"),
+    # logical on bool, bitwise on integers
+    "and_bool": ({"p": P, "q": Q}, "p & q"), "or_bool": ({"p": P, "q": Q}, "p | q"),
+    "xor_bool": ({"p": P, "q": Q}, "p ^ q"), "and_python": ({"p": P}, "p & True"),
+    "ror_python": ({"p": P}, "False | p"), "rxor_python": ({"p": P}, "True ^ p"),
+    "and_int": ({"a": A, "b": B}, "a & b"), "or_int": ({"a": A}, "a | 6"), "xor_int": ({"a": A, "b": B}, "a ^ b"),
+    "rand_int": ({"a": A}, "12 & a"),
+    # comparisons (a Python scalar on the left flips the comparison)
+    "less": ({"x": F, "y": G}, "x < y"), "less_equal": ({"x": F}, "x <= 0.5"), "greater": ({"a": A}, "a > 3"),
+    "greater_equal": ({"x": F, "y": G}, "x >= y"), "flipped": ({"a": A}, "3 < a"),
+    "chain": ({"x": F, "y": G}, "(x * 2 + y) / (abs(y) + 1) - x ** 2"),
+    # __getitem__ (with gradients for float tensors)
+    "index": ({"t": T}, "t[1]"), "index_neg": ({"t": T}, "t[-1]"), "slice": ({"t": T}, "t[1:3]"),
+    "slice_step": ({"t": T}, "t[::2]"), "slice_reverse": ({"t": T}, "t[::-1]"),
+    "slices": ({"t": T}, "t[1:-1, ::2]"), "slice_neg_step": ({"t": T}, "t[3:0:-2, -2:]"),
+    "ellipsis_index": ({"t": T}, "t[..., 0]"), "newaxis": ({"t": T}, "t[None]"),
+    "newaxis_index": ({"t": T}, "t[:, None, 2]"), "mixed": ({"t": T}, "t[1, ..., None, ::-2]"),
+    "ellipsis_only": ({"t": T}, "t[...]"), "empty_tuple": ({"t": T}, "t[()]"),
+    "scalar_index": ({"t": T}, "t[2, 3, 4]"),
+    "tensor_index": ({"t": T, "i": np.int32(2)}, "t[i]"),
+    "tensor_slice": ({"t": T, "i": np.int32(1)}, "t[i:i + 2, 1:i]"),
+    "tensor_int64": ({"t": T, "j": np.int64(3)}, "t[:, j]"),
+    "tensor_int64_slice": ({"t": T, "j": np.int64(1)}, "t[1:, j:]"),
+    "index_of_op": ({"x": F}, "(x * 2)[1, :2]"),
+    "index_int": ({"a": A}, "a[:, 1]"),
+    "list_spec": ({"t": T}, "t[[1, 2]]"),             # a list is a tuple of indices, as in TF
+}
+GRAD = {k for k, (inputs, expr) in EXPRESSIONS.items() if expr.startswith(("t[", "(x"))} | {"chain"}
+
+# Expressions TF refuses to build (TypeError or ValueError): so must the bridge.
+REFUSED = {
+    "int_plus_float": ({"a": A}, "a + 2.5"), "float_plus_int_tensor": ({"x": F, "a": A}, "x + a"),
+    "compare_dtypes": ({"x": F, "a": A}, "x < a"), "bitwise_float": ({"x": F, "y": G}, "x & y"),
+    "invert_float": ({"x": F}, "~x"), "float_index": ({"t": T}, "t[1.5]"),
+"float_tensor_index": ({"t": T, "x": F}, "t[x]"),
+    "truediv_bool": ({"p": P}, "p / p"), "matmul_dtypes": ({"x": F, "d": D}, "x @ d"),
+}
+
+
+def _request() -> dict:
+    cases = [{"id": k, "inputs": inputs, "expr": expr, "grad": k in GRAD}
+             for k, (inputs, expr) in EXPRESSIONS.items()]
+    cases += [{"id": k, "inputs": inputs, "expr": expr} for k, (inputs, expr) in REFUSED.items()]
+    return {"cases": cases}
+
+
+def _placeholders(inputs: dict) -> tuple[dict, dict]:
+    ns, feed = {"np": np}, {}
+    for name, spec in inputs.items():
+        value, shape = (spec["value"], spec["shape"]) if isinstance(spec, dict) else (spec, np.shape(spec))
+        arr = np.asarray(value)
+        dtype = bridge.string if arr.dtype == object else bridge.as_dtype(arr.dtype)
+        ph = bridge.placeholder(dtype, None if shape is None else list(shape), name=name)
+        ns[name], feed[ph] = ph, arr
+    return ns, feed
+
+
+def _weights(shape: tuple, dtype) -> np.ndarray:  # as build_expressions
+    n = int(np.prod(shape, dtype=np.int64))
+    return (np.arange(1, n + 1, dtype=np.float64) % 7 + 1).reshape(shape).astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def golden(oracle) -> dict:
+    return oracle("build_expressions", _request())
+
+
+@pytest.fixture(scope="module")
+def built() -> dict:
+    """Every expression built by the bridge into one graph, each in a scope
+    named by its id (as the oracle does), with its feeds and outputs."""
+    g = bridge.Graph()
+    cases = {}
+    with g.as_default():
+        for k, (inputs, expr) in EXPRESSIONS.items():
+            with bridge.name_scope(k):
+                ns, feed = _placeholders(inputs)
+                out = eval(expr, ns)
+                outs = list(out) if isinstance(out, tuple) else [out]
+                cases[k] = {"outputs": outs, "feed": feed, "ns": ns}
+    return {"graph": g, "cases": cases}
+
+
+@pytest.fixture(scope="module")
+def bridge_nodes(built, oracle) -> list:
+    """The bridge's graph as TF reads it back (import_check describes it like the golden graph)."""
+    imported = oracle("import_check", {"graph_def": built["graph"].as_graph_def()})["imported"]
+    assert not isinstance(imported, str), imported
+    return imported
+
+
+def _by_case(nodes: list, case: str) -> dict:
+    prefix, grad = f"{case}/", f"{case}/grad/"
+    return {n["name"]: (n["op"], n["inputs"], {k: v.tolist() if isinstance(v, np.ndarray) else v
+                                               for k, v in n["attrs"].items()})
+            for n in nodes if n["name"].startswith(prefix) and not n["name"].startswith(grad)}
+
+
+@pytest.mark.parametrize("case", list(EXPRESSIONS))
+def test_graph_matches_tensorflow(case, golden, built, bridge_nodes):
+    """Same nodes as TF Python builds: names, op types, inputs and attributes."""
+    assert "error" not in golden["cases"][case], golden["cases"][case]
+    want, got = _by_case(golden["nodes"], case), _by_case(bridge_nodes, case)
+    assert list(got) == list(want)
+    for name in want:
+        assert got[name] == want[name], name
+    assert [o.name for o in built["cases"][case]["outputs"]] == golden["cases"][case]["outputs"]
+
+
+@pytest.mark.parametrize("case", list(EXPRESSIONS))
+def test_values_match_tensorflow(case, golden, built):
+    entry, mine = golden["cases"][case], built["cases"][case]
+    with bridge.Session(built["graph"]) as sess:
+        values = sess.run(mine["outputs"], mine["feed"])
+    for got, want in zip(values, entry["values"]):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if got.dtype == object:
+            assert got.tolist() == want.tolist()
+            continue
+        np.testing.assert_allclose(got.astype(np.float64) if got.dtype.kind == "c" else got, want
+                                   if got.dtype.kind != "c" else want.astype(np.float64), rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", sorted(GRAD))
+def test_slice_gradients_match_tensorflow(case, golden, built):
+    """StridedSlice (and the arithmetic around it) is differentiable: d(sum(out * w))/dx as TF's."""
+    entry, mine = golden["cases"][case], built["cases"][case]
+    g = built["graph"]
+    ns = mine["ns"]
+    xs = [ns[n] for n in EXPRESSIONS[case][0] if ns[n].dtype.is_floating]
+    ys = [y for y in mine["outputs"] if y.dtype.is_floating]
+    with bridge.Session(g) as sess:
+        shapes = [v.shape for v in sess.run(ys, mine["feed"])]
+    with g.as_default(), bridge.name_scope(f"{case}/grad/"):
+        gys = [bridge.constant(_weights(s, y.dtype.as_numpy_dtype)) for s, y in zip(shapes, ys)]
+        grads = bridge.gradients(ys, xs, grad_ys=gys)
+    with bridge.Session(g) as sess:
+        for got, want in zip(grads, entry["grads"]):
+            np.testing.assert_allclose(sess.run(got, mine["feed"]), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_refused_like_tensorflow(case, golden):
+    entry = golden["cases"][case]
+    assert "error" in entry, f"TF built {case}"
+    kind = entry["error"].split(":")[0]
+    inputs, expr = REFUSED[case]
+    g = bridge.Graph()
+    with g.as_default():
+        ns, _ = _placeholders(inputs)
+        with pytest.raises((TypeError, ValueError)) as info:
+            eval(expr, ns)
+    assert type(info.value).__name__ == kind, (entry["error"], info.value)
+
+
 BINARY = [  # operator, op type, numpy
     (operator.add, "AddV2", np.add), (operator.sub, "Sub", np.subtract), (operator.mul, "Mul", np.multiply),
     (operator.truediv, "RealDiv", np.divide), (operator.matmul, "MatMul", np.matmul),
-    (operator.pow, "Pow", lambda a, b: np.abs(a) ** b),
+    (operator.pow, "Pow", lambda a, b: np.abs(a) ** b), (operator.floordiv, "FloorDiv", np.floor_divide),
+    (operator.mod, "FloorMod", np.mod),
 ]
 
 
@@ -47,6 +248,37 @@ def test_unary_operators():
     np.testing.assert_array_equal(got_abs, np.abs(X))
 
 
+def test_equality_is_identity_as_in_tf1_graph_mode():
+    """``==`` compares tensors, not values (TF1 graph mode; ops.equal compares values)."""
+    g = bridge.Graph()
+    with g.as_default():
+        a, b = bridge.constant(1.0), bridge.constant(1.0)
+    assert (a == a) is True and (a == b) is False and (a != b) is True
+    assert len({a, b, bridge.Output(a.op, 0)}) == 2   # hashable, the same tensor twice is one
+
+
+def test_graph_tensors_are_not_python_bools_nor_sized():
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float32, [3, 2])
+        with pytest.raises(TypeError, match="Python bool"):
+            bool(x < 1.0)
+        with pytest.raises(TypeError, match="len"):
+            len(x)
+        with pytest.raises(TypeError, match="iterating"):
+            list(x)               # TF's graph mode refuses it too (and x[i] never raises IndexError)
+
+
+def test_comparison_in_while_loop_condition():
+    g = bridge.Graph()
+    with g.as_default():
+        i0 = bridge.constant(0)
+        x0 = bridge.constant(1.0)
+        i, x = bridge.while_loop(lambda i, x: i < 5, lambda i, x: (i + 1, x * 2.0), [i0, x0])
+    with bridge.Session(g) as sess:
+        assert sess.run([i, x]) == [5, 32.0]
+
+
 def test_every_operator_is_installed_on_output():
     for name, fn in OPERATORS.items():
         assert getattr(bridge.Output, name) is fn, name
@@ -57,7 +289,7 @@ def test_numpy_defers_to_outputs():
     g = bridge.Graph()
     with g.as_default():
         x = bridge.constant(X)
-        for y in (Y * x, Y @ x, np.float64(2.0) * x, np.abs(Y) ** x, 2.0 ** x):
+        for y in (Y * x, Y @ x, np.float64(2.0) * x, np.abs(Y) ** x, 2.0 ** x, Y // x, Y % x, Y < x):
             assert isinstance(y, bridge.Output), type(y)
         with pytest.raises(TypeError):
             np.add(Y, x)  # a ufunc on an Output: refused, never an object array

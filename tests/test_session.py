@@ -1,4 +1,5 @@
 """Session behaviour: feeds, fetch structures, errors that keep the session usable."""
+import re
 from collections import namedtuple
 
 import numpy as np
@@ -35,8 +36,10 @@ def test_errors_carry_tf_message_and_session_stays_usable(graph):
     s = bridge.Session(graph)
     with pytest.raises(errors.NotFoundError, match="no operation named 'missing'"):
         s.run("missing:0")
-    with pytest.raises(errors.InvalidArgumentError, match="Expects arg\\[0\\] to be double but float is provided"):
-        s.run("y:0", {x: bridge.Tensor(np.ones((1, 3), np.float32))})
+    with graph.as_default():
+        bad = bridge.ops.reshape(x, [4, -1])
+    with pytest.raises(errors.InvalidArgumentError, match="requested shape requires a multiple of 4"):
+        s.run(bad, {x: bridge.Tensor(np.ones((1, 3)))})
     with pytest.raises(errors.InvalidArgumentError, match="You must feed a value for placeholder tensor 'x'"):
         s.run("y:0")
     np.testing.assert_array_equal(s.run("y:0", {x: np.ones((1, 3))}), np.ones((1, 3)))
@@ -173,3 +176,59 @@ def test_julia_thread_session_without_a_registered_host_says_so(monkeypatch):
     monkeypatch.setattr(session_module, "_julia_thread_runner", None)
     with pytest.raises(RuntimeError, match="needs a Julia host"):
         bridge.Session(bridge.Graph(), config=bridge.SessionConfig(julia_thread=True))
+
+
+# --- feeds checked against the placeholder's static shape and dtype, as TF Python does ---
+
+@pytest.mark.parametrize("make", [np.ones, lambda shape: bridge.Tensor(np.ones(shape))],
+                         ids=["numpy", "Tensor"])
+@pytest.mark.parametrize("shape", [(2, 4), (3,), (1, 1, 3), ()])
+def test_feed_of_the_wrong_shape_names_placeholder_and_both_shapes(graph, make, shape):
+    """TF Python: ValueError "Cannot feed value of shape (2, 4) for Tensor x:0, which has shape (?, 3)"."""
+    x = graph.get_tensor_by_name("x:0")
+    with bridge.Session(graph) as sess:
+        want = rf"shape {re.escape(str(shape))} to placeholder 'x:0', which has shape \(\?, 3\)"
+        with pytest.raises(ValueError, match=want):
+            sess.run("y:0", {x: make(shape)})
+        # The refused feed leaves the session usable.
+        np.testing.assert_array_equal(sess.run("y:0", {x: make((2, 3))}), np.ones((2, 3)))
+
+
+def test_tensor_feeds_are_converted_like_numpy_values(graph):
+    """A Tensor of another dtype is converted where no value changes, else TypeError
+    naming the placeholder (before, TF refused it with a bare InvalidArgumentError)."""
+    x = graph.get_tensor_by_name("x:0")
+    with bridge.Session(graph) as sess:
+        same = bridge.Tensor(np.full((1, 3), 0.5))
+        assert sess.run("y:0", {x: same}).tolist() == [[0.5] * 3]
+        assert sess.run("y:0", {x: same}).tolist() == [[0.5] * 3]    # checked once, then remembered
+        assert sess.run("y:0", {x: bridge.Tensor(np.arange(3, dtype=np.int32).reshape(1, 3))}).tolist() == [[0, 1, 2]]
+        with pytest.raises(TypeError, match="placeholder 'x:0', which holds float64"):
+            sess.run("y:0", {x: bridge.Tensor(np.array([[b"a", b"b", b"c"]], dtype=object))})
+    g = bridge.Graph()
+    with g.as_default():
+        n = bridge.placeholder(dtypes.int32, [2], name="n")
+        m = bridge.ops.identity(n)
+    with bridge.Session(g) as sess:
+        with pytest.raises(TypeError, match=r"placeholder 'n:0' \(int32\).*1.5"):
+            sess.run(m, {n: bridge.Tensor(np.array([1.5, 2.0]))})
+        # A Tensor that fitted one placeholder is checked again against another.
+        ok = bridge.Tensor(np.array([1, 2], np.int32))
+        assert sess.run(m, {n: ok}).tolist() == [1, 2]
+    with bridge.Session(graph) as sess:
+        with pytest.raises(ValueError, match=r"shape \(2,\)"):
+            sess.run("y:0", {graph.get_tensor_by_name("x:0"): ok})
+
+
+def test_unknown_rank_and_unknown_dims_accept_any_fitting_shape():
+    g = bridge.Graph()
+    with g.as_default():
+        a = bridge.placeholder(dtypes.float32, None, name="a")
+        b = bridge.placeholder(dtypes.float32, [None, None], name="b")
+        out = [bridge.ops.identity(a), bridge.ops.identity(b)]
+    with bridge.Session(g) as sess:
+        for shape in [(), (4,), (2, 3, 1)]:
+            assert sess.run(out[0], {a: np.zeros(shape)}).shape == shape
+        assert sess.run(out[1], {b: bridge.Tensor(np.zeros((0, 5), np.float32))}).shape == (0, 5)
+        with pytest.raises(ValueError, match=r"placeholder 'b:0', which has shape \(\?, \?\)"):
+            sess.run(out[1], {b: np.zeros(5)})

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import dtypes
 from ..graph import get_default_graph
 from ._helpers import _const, _op
-from .registry import NotDifferentiable, RegisterGradient
+from .registry import NotDifferentiable, RegisterGradient, add_gradient_source
 
 
 def _shape(x, out_type="int32"):
@@ -94,6 +94,24 @@ def _strided(op_type, op, inputs):
 def _strided_slice_grad_grad(op, grad):
     _, begin, end, strides, _ = op.inputs
     return None, None, None, None, _strided("StridedSlice", op, [grad, begin, end, strides])
+
+
+def _strided_slice_int64_grad(op, grad):
+    x, begin, end, strides = op.inputs
+    return _strided("StridedSliceGrad", op, [_shape(x, begin.dtype), begin, end, strides, grad]), None, None, None
+
+
+def _strided_slice_int64_source(op):
+    """StridedSlice with int64 indices: TF's C++ gradient reads the input's shape
+    as int32 and fails ("Inconsistent values for attr 'Index'"); TF Python's
+    asks for the shape in the indices' dtype.  int32 slices keep the C++
+    gradient, so they stay inside C++ blocks."""
+    if op.type == "StridedSlice" and op.get_attr("Index") == dtypes.int64:
+        return _strided_slice_int64_grad
+    return None
+
+
+add_gradient_source(_strided_slice_int64_source)
 
 
 @RegisterGradient("TensorStridedSliceUpdate")

@@ -24,6 +24,8 @@ CASES = [
     case("SplitV", lambda x: ops.split_v(x, [2, -1], 0, num_split=2), signed(5, 2), label="inferred"),
     case("Slice", lambda x: ops.slice(x, [1, 0], [2, -1]), signed(4, 3)),
     case("StridedSlice", lambda x: ops.strided_slice(x, [1, 0], [4, 3], [2, 1]), signed(5, 3)),
+    case("StridedSlice", lambda x, b, e, st: ops.strided_slice(x, b, e, st), signed(5, 3),
+         i64([1, 0]), i64([4, 3]), i64([2, 1]), label="int64"),
     case("StridedSlice", lambda x: ops.strided_slice(x, [0, 2, 0], [0, 0, 1], [1, -1, 1], begin_mask=1,
                                                      end_mask=3, shrink_axis_mask=4), signed(2, 4, 3),
          label="masks"),
