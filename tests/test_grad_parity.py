@@ -124,3 +124,14 @@ def test_at_least_405_op_types_tf_differentiates_are_covered(tf_registry: dict) 
     tf_diff = set(tf_registry["differentiable"])
     covered = {c.op for family in FAMILIES for c in load_family(family)} & tf_diff
     assert len(covered) >= min(405, len(tf_diff) - 12) and not PENDING
+
+
+def test_not_differentiable_list_is_tf_pythons(tf_registry: dict) -> None:
+    """bridge.grad.not_differentiable lists what TF Python declares NotDifferentiable, and
+    each of those ops gives None (none has a gradient function in the bridge)."""
+    from bridge.grad.not_differentiable import NOT_DIFFERENTIABLE
+    from bridge.grad.registry import registered
+    assert sorted(NOT_DIFFERENTIABLE) == sorted(tf_registry["not_differentiable"])
+    with_function = [op for op in NOT_DIFFERENTIABLE if registered(op)[1] is not None]
+    assert not with_function, f"TF declares these not differentiable, the bridge gives them gradients: {with_function}"
+    assert all(registered(op)[0] for op in NOT_DIFFERENTIABLE)

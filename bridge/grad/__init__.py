@@ -36,6 +36,7 @@ from . import (array_grad, control_flow_grad, ctc_grad, data_flow_grad, device_g
                function_grad, image_grad, linalg_grad, list_grad, math_grad, nn_grad, ragged_grad,
                random_grad, resource_variable_grad, rnn_grad, sparse_grad, special_math_grad,
                spectral_grad, tensor_array_grad)
+from . import not_differentiable  # noqa: F401  (last: the families' registrations come first)
 
 __all__ = ["gradients", "jacobian", "hessian", "hessians", "RegisterGradient", "NotDifferentiable",
            "no_gradient", "register_gradient", "register_custom_op_gradient", "get_gradient_function",

@@ -27,6 +27,15 @@ def _as_output(value: Any, what: str) -> Output:
     return value
 
 
+def _as_x(value: Any, what: str) -> tuple[Output, Output]:
+    """(what to differentiate against, a tensor of its value's shape and dtype):
+    a Variable stands for its handle, so every read of it counts."""
+    if isinstance(value, Variable):
+        return value.handle, value.value()
+    t = _as_output(value, what)
+    return t, t
+
+
 def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Output]],
               grad_ys: Optional[Union[Any, Sequence[Any]]] = None, name: str = "gradients",
               stop_gradients: Optional[Sequence[Output]] = None,
@@ -38,12 +47,18 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
     depend on (or an integer x) gets None, or zeros with
     ``unconnected_gradients="zero"``.  ``stop_gradients`` are treated as
     constants.  Raises LookupError naming an op on the way that has no
-    gradient in either registry.  A Variable in ``xs`` stands for its value.
+    gradient in either registry.
+
+    A Variable in ``xs`` (or its handle) gets the gradient through every read
+    of it (``value()``, ``read_value()``, ``ResourceGather``,
+    ``ResourceGatherNd``), as a dense tensor of the variable's shape: where
+    TensorFlow returns ``IndexedSlices``, their densified sum.
     """
     if unconnected_gradients not in ("none", "zero"):
         raise ValueError(f"unconnected_gradients must be 'none' or 'zero', not {unconnected_gradients!r}")
     ys = [_as_output(y, "ys") for y in _as_list(ys, "ys")]
-    xs = [_as_output(x, "xs") for x in _as_list(xs, "xs")]
+    pairs = [_as_x(x, "xs") for x in _as_list(xs, "xs")]
+    xs, values = [p[0] for p in pairs], [p[1] for p in pairs]
     if not ys:
         raise ValueError("gradients() needs at least one y")
     graph = ys[0].graph
@@ -70,8 +85,8 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
                 seeds.append(_const(gy, y.dtype, name=f"grad_ys_{i}"))
         result = Backprop(graph, ys, xs, seeds, stops).run()
         if unconnected_gradients == "zero":
-            result = [_zeros_like(x) if g is None and x.dtype.name != "resource" else g
-                      for x, g in zip(xs, result)]
+            result = [_zeros_like(v) if g is None and v.dtype.name != "resource" else g
+                      for v, g in zip(values, result)]
     return result
 
 
@@ -103,21 +118,22 @@ def jacobian(y: Output, x: Union[Output, Sequence[Output]],
     ``unconnected_gradients="zero"``).
     """
     y = _as_output(y, "y")
-    xs = [_as_output(v, "x") for v in _as_list(x, "x")]
+    given = _as_list(x, "x")
+    like = [_as_x(v, "x")[1] for v in given]  # a Variable's value: its gradient's shape
     y_dims, n = _static_size(y, "jacobian: y")
     graph = y.graph
     np_dtype = y.dtype.as_numpy_dtype
-    rows: list[list[Optional[Output]]] = [[] for _ in xs]
+    rows: list[list[Optional[Output]]] = [[] for _ in given]
     with graph.as_default(), graph.name_scope(name):
         for i in range(n):
             seed = np.zeros(n, dtype=np_dtype)
             seed[i] = 1
-            g = gradients([y], xs, grad_ys=[_const(seed.reshape(y_dims), y.dtype, name=f"seed_{i}")],
+            g = gradients([y], given, grad_ys=[_const(seed.reshape(y_dims), y.dtype, name=f"seed_{i}")],
                           name=f"row_{i}")
             for k, gk in enumerate(g):
                 rows[k].append(gk)
         result = []
-        for xk, r in zip(xs, rows):
+        for xk, r in zip(like, rows):
             if all(g is None for g in r):
                 if unconnected_gradients == "zero":
                     result.append(_reshape_to(_op("ZerosLike", [_op("Pack", [[_op("Reshape", [
@@ -135,13 +151,13 @@ def jacobian(y: Output, x: Union[Output, Sequence[Output]],
 def hessian(y: Output, x: Union[Output, Sequence[Output]], name: str = "hessian") -> Any:
     """The Hessian of ``sum(y)`` with respect to x, shape ``x.shape + x.shape``
     (a list for a list of xs; None where y does not depend on x)."""
-    xs = [_as_output(v, "x") for v in _as_list(x, "x")]
+    given = _as_list(x, "x")
     y = _as_output(y, "y")
     graph = y.graph
     result = []
     with graph.as_default(), graph.name_scope(name):
-        grads = gradients([y], xs, name="first")
-        for xk, g in zip(xs, grads):
+        grads = gradients([y], given, name="first")
+        for xk, g in zip(given, grads):
             result.append(None if g is None else jacobian(g, xk, name="second"))
     return result if isinstance(x, (list, tuple)) else result[0]
 

@@ -54,6 +54,45 @@ RegisterGradient("If")(_if_grad)
 RegisterGradient("StatelessIf")(_if_grad)
 
 
+def _case_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
+    """A Case on the same index over the branches' gradient functions (TF's cond_v2._CaseGrad)."""
+    n = op.num_inputs
+    out_mask = tuple(g is not None for g in grads)
+    if not any(out_mask):
+        return [None] * n
+    names = op.get_attr("branches")
+    branches = []
+    for name in names:
+        f = lookup(op.graph, name)
+        if f is None:
+            raise LookupError(f"operation '{op.name}' ({op.type}) has branch function '{name}', which the "
+                              "bridge did not trace (a graph imported from a GraphDef?), so it has no gradient")
+        branches.append(f)
+    masks = [vjp(f, out_mask)[1] for f in branches]
+    union = tuple(any(m[i] for m in masks) for i in range(n - 1))
+    if not any(union):
+        return [None] * n
+    # Every branch's gradient returns the union's inputs (zeros for ones it does not use).
+    grad_fs = [vjp(f, out_mask, wrt=union)[0] for f in branches]
+    graph = op.graph
+    for f in grad_fs:
+        f.add_to(graph)
+    index, inputs = op.inputs[0], op.inputs[1:]
+    args = inputs + [g for g in grads if g is not None]
+    outs = grad_fs[0].outputs
+    attrs = {"Tin": [t.dtype for t in args], "Tout": [t.dtype for t in outs],
+             "branches": [f.name for f in grad_fs], "output_shapes": [t.shape for t, m in zip(inputs, union) if m]}
+    types = {"Tin": "list(type)", "Tout": "list(type)", "branches": "list(func)", "output_shapes": "list(shape)"}
+    grad_case = _node(op.type, [index, args], attrs, types, name=op.type)
+    results = iter(grad_case.outputs)
+    return [None] + [next(results) if m else None for m in union]
+
+
+setattr(_case_grad, ACCEPTS_NONE, True)
+RegisterGradient("Case")(_case_grad)
+RegisterGradient("StatelessCase")(_case_grad)
+
+
 def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
     n = op.num_inputs
     if all(g is None for g in grads):
@@ -139,6 +178,31 @@ RegisterGradient("While")(_while_grad)
 RegisterGradient("StatelessWhile")(_while_grad)
 
 
+# --- TF v1 conditionals (Switch/Merge outside while loops) --------------------------------
+# As TF's gradients of ops without a control-flow context (a GraphDef imported as is): the
+# Switch's gradient merges the gradients of its two outputs, each passed on only where the
+# predicate sent the value; the Merge's sends its gradient to the input that was taken.
+# Loops (Enter/Exit/NextIteration/LoopCond) need TF's frame bookkeeping: see registry.py.
+
+def _switch_grad(op: Operation, false_grad: Output, true_grad: Output) -> list:
+    pred = op.inputs[1]
+    f = _node("Switch", [false_grad, pred]).output(0)
+    t = _node("Switch", [true_grad, pred]).output(1)
+    return [_node("Merge", [[f, t]]).output(0), None]
+
+
+def _merge_grad(op: Operation, grad: Output, unused_index_grad=None) -> list:
+    index = op.outputs[1]
+    return [_node("Switch", [grad, _op("Equal", [index, _const(i, dtypes.int32, name="branch")])]).output(1)
+            for i in range(op.num_inputs)]
+
+
+RegisterGradient("Switch")(_switch_grad)
+RegisterGradient("RefSwitch")(_switch_grad)
+RegisterGradient("Merge")(_merge_grad)
+RegisterGradient("RefMerge")(_merge_grad)
+
+
 # --- TensorList gradients (what the loops' kept values need for second derivatives) ----
 
 @RegisterGradient("TensorListPushBack")
@@ -152,15 +216,14 @@ def _push_back_grad(op: Operation, dresult: Output) -> list:
 def _pop_back_grad(op: Operation, dlist: Optional[Output], delem: Optional[Output]) -> list:
     if dlist is None and delem is None:
         return [None, None]
-    dtype = op.get_attr("element_dtype")
+    # A missing gradient is zeros of the same length (as TF's gradients give variant outputs),
+    # not an empty list: the gradient reaching the input list must have its length.
     if dlist is None:
-        shape = _op("TensorListElementShape", [op.outputs[0]], {"shape_type": dtypes.int32},
-                    {"shape_type": "type"})
-        dlist = _op("EmptyTensorList", [shape, _const(-1, dtypes.int32, name="max_num_elements")],
-                    {"element_dtype": dtype}, {"element_dtype": "type"})
+        dlist = _op("ZerosLike", [op.outputs[0]])
     if delem is None:
         delem = _op("ZerosLike", [op.outputs[1]])
-    pushed = _op("TensorListPushBack", [dlist, delem], {"element_dtype": dtype}, {"element_dtype": "type"})
+    pushed = _op("TensorListPushBack", [dlist, delem], {"element_dtype": op.get_attr("element_dtype")},
+                 {"element_dtype": "type"})
     return [pushed, None]
 
 

@@ -34,6 +34,7 @@ Every gradient op goes under a ``gradients`` name scope (``gradients_1``...).
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterable, Optional
 
 from ..errors import OpError
@@ -42,7 +43,30 @@ from ._helpers import _add_n, _op, _zeros_like, is_differentiable
 from .cpp import add_cpp_gradients, clone_op, missing_types, note_missing_gradient
 from .registry import ACCEPTS_NONE, GradientFunction, gradient_source, no_gradient_error
 
-__all__ = ["Backprop"]
+__all__ = ["Backprop", "current_call"]
+
+# Per thread, the gradients() calls under way, innermost last (a gradient function may call gradients()).
+_local = threading.local()
+
+
+def _calls() -> list[str]:
+    if not hasattr(_local, "calls"):
+        _local.calls = []
+    return _local.calls
+
+
+def current_call() -> str:
+    """A name for the gradients() call whose gradient functions run now: its name
+    scope (``gradients``, ``gradients_1``, ``jacobian/row_0``...).  TensorArray
+    gradients key their accumulators by it, as TF's by ``_GetGradSource``."""
+    calls = _calls()
+    return calls[-1] if calls else "gradients"
+
+
+def _carries_gradient(t: Output) -> bool:
+    """Whether a gradient can reach ``t``: float, complex and variant tensors, and
+    resource handles (variables: their reads give the handle their gradient)."""
+    return is_differentiable(t.dtype) or t.dtype.name == "resource"
 
 
 def _reach(starts: Iterable[Operation], step: Callable[[Operation], Iterable[Operation]]) -> set[Operation]:
@@ -84,11 +108,14 @@ class Backprop:
                 kind = "cpp alone"  # kept out of blocks: its own call raises the LookupError
             self.kind[op] = kind
         self.level = self._levels()
+        self.scope = graph.get_name_scope() or "gradients"
 
     # which ops matter -----------------------------------------------------------------
     def _ops_between(self) -> set[Operation]:
+        # Only through outputs gradients can flow in (TF's _MarkReachedOps):
+        # an integer output (a shape, a ragged tensor's splits) leads nowhere.
         downstream = _reach((c for x in self.xs for c in x.consumers()),
-                            lambda op: (c for out in op.outputs for c in out.consumers()))
+                            lambda op: (c for out in op.outputs if _carries_gradient(out) for c in out.consumers()))
         return _reach((y.op for y in self.ys if y.op in downstream),
                       lambda op: (i.op for i in op.inputs if i not in self.stops and i.op in downstream))
 
@@ -124,7 +151,7 @@ class Backprop:
 
     def _wants(self, t: Output) -> bool:
         return (t not in self.stops and (t.op in self.between or t in self.xs_set)
-                and is_differentiable(t.dtype))
+                and _carries_gradient(t))
 
     # accumulation ----------------------------------------------------------------------
     def _contribute(self, t: Output, g: Optional[Output]) -> None:
@@ -138,6 +165,13 @@ class Backprop:
         return self.totals[t]
 
     def run(self) -> list[Optional[Output]]:
+        _calls().append(self.scope)
+        try:
+            return self._run()
+        finally:
+            _calls().pop()
+
+    def _run(self) -> list[Optional[Output]]:
         for y, gy in zip(self.ys, self.grad_ys):
             if is_differentiable(y.dtype):
                 self._contribute(y, gy)
@@ -248,7 +282,7 @@ class Backprop:
 
     # one op at a time -----------------------------------------------------------------------
     def _backprop_op(self, op: Operation) -> None:
-        out_grads = [self._total(o) if is_differentiable(o.dtype) else None for o in op.outputs]
+        out_grads = [self._total(o) if _carries_gradient(o) else None for o in op.outputs]
         if all(g is None for g in out_grads):
             return
         inputs = op.inputs

@@ -34,6 +34,11 @@ import tensorflow as tf
 
 import _common
 
+# TF's TensorArray gradients work on imported graphs only with v1 control flow
+# (under v2 they assert that no handle was captured); the functional If/While
+# ops the bridge builds differentiate the same either way.
+tf.compat.v1.disable_control_flow_v2()
+
 
 def _dense(g):
     return None if g is None else tf.convert_to_tensor(g)
