@@ -29,15 +29,13 @@ class DType:
                 self._np = None
         return self._np
 
-    # A reference type (float32_ref) has its value type's kind, as in TF Python:
-    # gradients flow through ref tensors (RefIdentity, Assign's output).
     @property
     def is_floating(self) -> bool:
-        return self.name.removesuffix("_ref") in ("float16", "bfloat16", "float32", "float64")
+        return self.name in ("float16", "bfloat16", "float32", "float64")
 
     @property
     def is_complex(self) -> bool:
-        return self.name.removesuffix("_ref") in ("complex64", "complex128")
+        return self.name in ("complex64", "complex128")
 
     @property
     def is_integer(self) -> bool:

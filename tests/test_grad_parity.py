@@ -20,10 +20,12 @@ from grad_cases import (FAMILIES, assert_close, bridge_gradients, build_case, lo
                         oracle_request)
 from oracle_client import run_oracle
 
+_V1_LOOP = ("a TF v1 loop op: stock TF cannot differentiate an imported v1 loop (its gradient needs "
+            "the Python-side WhileContext, which a GraphDef does not keep)")
+
 #: Op types TF differentiates that the bridge does not, each with its reason (at most 12).
 EXCLUDED: dict[str, str] = {
-    "QuantizeAndDequantize": "removed from GraphDefs at version 22: no graph can hold it "
-                             "(the bridge registers TF's pass-through gradient anyway)",
+    **{op: _V1_LOOP for op in ("Enter", "Exit", "NextIteration", "RefEnter", "RefExit", "RefNextIteration")},
     "QuantizeAndDequantizeV4Grad": "TF's registered gradient cannot run (TypeError: it takes 2 "
                                    "arguments, TF passes 4), so there is nothing to compare; the "
                                    "bridge gives the masked gradient TF's code intends",
@@ -119,11 +121,26 @@ def test_every_op_type_tf_differentiates_has_a_case(tf_registry: dict) -> None:
     assert not missing, f"{len(missing)} op types TF differentiates have no case: {by_module}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue #16 in progress: PENDING lists the op types still to do")
-def test_at_least_405_op_types_tf_differentiates_are_covered(tf_registry: dict) -> None:
+#: Op types whose every case is skipped: stock TF has no CPU kernel for them (GPU, TPU, DTensor
+#: and py_func ops), so their gradients (written after TF's) are not checked numerically here.
+NO_CPU_KERNEL = frozenset({
+    "AllToAll", "CollectivePermute", "CrossReplicaSum", "TPUEmbeddingActivations",
+    "NcclAllReduce", "NcclBroadcast", "NcclReduce",
+    "XlaClusterOutput", "XlaSpmdFullToShardShape", "XlaSpmdShardToFullShape",
+    "CopyToMesh", "CopyToMeshGrad", "Relayout", "RelayoutLike", "EagerPyFunc",
+    "CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CTCLossV2", "TopK",
+    "SparseMatrixAdd", "SparseMatrixSoftmax", "SparseMatrixMul",
+})
+
+
+@pytest.mark.xfail(strict=True, reason="issue #16 in progress: the op types of NO_CPU_KERNEL need another "
+                                       "check against TF's gradients (the graph TF builds) to count")
+def test_at_least_405_op_types_tf_differentiates_are_checked(tf_registry: dict) -> None:
     tf_diff = set(tf_registry["differentiable"])
     covered = {c.op for family in FAMILIES for c in load_family(family)} & tf_diff
-    assert len(covered) >= min(405, len(tf_diff) - 12) and not PENDING
+    assert not PENDING
+    checked = covered - NO_CPU_KERNEL
+    assert len(checked) >= 405, f"{len(checked)} op types checked numerically, {len(covered)} with cases"
 
 
 def test_not_differentiable_list_is_tf_pythons(tf_registry: dict) -> None:

@@ -12,6 +12,10 @@ from ._helpers import _const, _node, _op
 from .registry import NotDifferentiable, RegisterGradient
 
 NotDifferentiable("RaggedRange")
+# Where a second derivative reaches this gradient op, it is only through the
+# int64 splits it shares with its forward op: TF's walk, which follows only
+# outputs gradients can flow through, never reaches it, so it adds nothing.
+NotDifferentiable("RaggedTensorToVariantGradient")
 
 
 def _i32(value) -> Output:

@@ -112,10 +112,8 @@ class Backprop:
 
     # which ops matter -----------------------------------------------------------------
     def _ops_between(self) -> set[Operation]:
-        # Only through outputs gradients can flow in (TF's _MarkReachedOps):
-        # an integer output (a shape, a ragged tensor's splits) leads nowhere.
         downstream = _reach((c for x in self.xs for c in x.consumers()),
-                            lambda op: (c for out in op.outputs if _carries_gradient(out) for c in out.consumers()))
+                            lambda op: (c for out in op.outputs for c in out.consumers()))
         return _reach((y.op for y in self.ys if y.op in downstream),
                       lambda op: (i.op for i in op.inputs if i not in self.stops and i.op in downstream))
 
