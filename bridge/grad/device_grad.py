@@ -36,7 +36,10 @@ def _cross_replica_sum_grad(op: Operation, grad: Output) -> list:
 @RegisterGradient("CollectivePermute")
 def _collective_permute_grad(op: Operation, grad: Output) -> list:
     # The permutation backwards: each (source, target) pair reversed.
-    pairs = _op("ReverseV2", [op.inputs[1], _const([1], dtypes.int32, name="axis")])
+    pairs = _op("StridedSlice", [op.inputs[1], _const([0, 0], dtypes.int32, name="begin"),
+                                 _const([0, 0], dtypes.int32, name="end"),
+                                 _const([1, -1], dtypes.int32, name="strides")],
+                {"begin_mask": 3, "end_mask": 3})  # pairs[:, ::-1], as TF's
     return [_op("CollectivePermute", [grad, pairs]), None]
 
 

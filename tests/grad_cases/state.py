@@ -1,6 +1,7 @@
 """Gradient cases: reads of resource variables (ReadVariableOp, ResourceGather, ...), py_func, and device collectives (TPU, NCCL, XLA, DTensor)."""
 from __future__ import annotations
 
+import bridge
 from bridge import ops
 
 from . import case, cplx, i32, i64, positive, signed  # noqa: F401
@@ -34,8 +35,10 @@ def _attr(op_type, attrs, types, *inputs):
 _ONE_REPLICA = i32([[0]])
 
 
-def _first(outputs):
-    return outputs if hasattr(outputs, "op") else list(outputs)[0]
+def _on_gpu(build):
+    with bridge.device("/device:GPU:0"):
+        return build()
+
 
 CASES = [
     # Two reads of one variable, nonlinear (a second order), and a float input besides it.
@@ -55,9 +58,7 @@ CASES = [
     case("ResourceGatherNd", lambda h, k: ops.square(_gather_nd(h, k)), signed(4, 3), i64([[2], [0], [2]]),
          variables=(0,), dtype_attr="dtype", label="rows"),
 
-    # The bridge's runtime has no EagerPyFunc kernel (it lives in TF Python, with the functions).
-    case("EagerPyFunc", lambda x: ops.square(_first(ops.eager_py_func([x], token="pyfunc_0", Tout=[x.dtype]))),
-         signed(2, 3)),
+    # EagerPyFunc is on tests/test_grad_parity.py's EXCLUDED (no kernel in the C library).
     # Device collectives: no CPU kernel (the cases skip), gradients built as TF's.
     case("AllToAll", lambda x, g: ops.square(ops.all_to_all(x, g, concat_dimension=0, split_dimension=1,
                                                             split_count=1)), signed(2, 3), _ONE_REPLICA),
@@ -65,11 +66,13 @@ CASES = [
     case("CollectivePermute", lambda x, p: ops.square(ops.collective_permute(x, p)), signed(2, 3), i32([[0, 0]])),
     case("TPUEmbeddingActivations", lambda v, a: ops.square(ops.tpu_embedding_activations(v, a, table_id=0,
                                                                                           lookup_id=0)),
-         signed(1), signed(2, 3), dtypes=["float32"]),
-    case("NcclAllReduce", lambda x: ops.square(ops.nccl_all_reduce(x, reduction="sum", num_devices=1,
-                                                                   shared_name="c")), signed(2, 3)),
-    case("NcclReduce", lambda x: ops.square(ops.nccl_reduce([x], reduction="sum")), signed(2, 3)),
-    case("NcclBroadcast", lambda x: ops.square(ops.nccl_broadcast(x, shape=[2, 3])), signed(2, 3)),
+         signed(1), signed(2, 3), dtypes=["float32"], raises=True),
+    # NCCL's gradients need the ops on devices (TF checks each gradient's device).
+    case("NcclAllReduce", lambda x: _on_gpu(lambda: ops.square(ops.nccl_all_reduce(
+        x, reduction="sum", num_devices=1, shared_name="c"))), signed(2, 3)),
+    case("NcclReduce", lambda x: _on_gpu(lambda: ops.square(ops.nccl_reduce([x], reduction="sum"))), signed(2, 3)),
+    case("NcclBroadcast", lambda x: _on_gpu(lambda: ops.square(ops.nccl_broadcast(x, shape=[2, 3]))),
+         signed(2, 3)),
     case("XlaSharding", lambda x: ops.square(ops.xla_sharding(x, sharding="")), signed(2, 3)),
     case("XlaSpmdFullToShardShape", lambda x: ops.square(ops.xla_spmd_full_to_shard_shape(
         x, manual_sharding="", dim=-1)), signed(2, 3)),
@@ -78,7 +81,9 @@ CASES = [
     case("XlaSpmdShardToFullShape", lambda x: [ops.square(ops.xla_spmd_shard_to_full_shape(
         x, manual_sharding="", full_shape=[2, 3], dim=-1)), ops.xla_spmd_full_to_shard_shape(
         x, manual_sharding="", dim=-1)], signed(2, 3)),
-    case("XlaClusterOutput", lambda x: ops.square(ops.xla_cluster_output(x)), signed(2, 3)),
+    # TF's gradients of these raise outside a TPU training loop / inside xla.compile; so do the bridge's.
+    case("XlaClusterOutput", lambda x: ops.square(ops.xla_cluster_output(x)), signed(2, 3), raises=True,
+         dtypes=["float64"]),
     case("Relayout", lambda x: ops.square(ops.relayout(x, layout="")), signed(2, 3)),
     case("RelayoutLike", lambda x, y: ops.square(ops.relayout_like(x, y)), signed(2, 3), signed(2, 3), wrt=[0]),
     case("CopyToMesh", lambda x: ops.square(ops.copy_to_mesh(x, mesh="")), signed(2, 3)),

@@ -19,6 +19,10 @@ The second-order objective is built exactly as the bridge side builds it
 (``tests/grad_cases/__init__.py``): per x with a gradient, ``Sum(Reshape(g *
 v, [-1]), 0)``, then ``AddN`` over them.
 
+With ``"structural": True`` (a graph without CPU kernels) nothing runs: the
+answer is ``{"has_gradient": [bool per x], "types": [op types tf.gradients
+added]}``.
+
 Response: ``{"results": [...]}``, one per case: ``{"first": [...],
 "second": [...] | None | "ErrorType: message"}`` with one numpy array or None
 per x (IndexedSlices densified, values cast to the x's fetch dtype), or an
@@ -67,7 +71,14 @@ def eval_case(case: dict) -> dict | str:
             ys = [get(n) for n in case["ys"]]
             gys = [get(n) for n in case["grad_ys"]]
             fetch_dtype = case.get("fetch_dtype", {})
-            first = [_dense(g) for g in tf.gradients(ys, xs, grad_ys=gys)]
+            before = {op.name for op in graph.get_operations()}
+            # A graph without CPU kernels may hold device ops whose gradients want devices
+            # (NCCL): there, gradients go on their forward ops' devices, as multi-device TF has it.
+            first = [_dense(g) for g in tf.compat.v1.gradients(
+                ys, xs, grad_ys=gys, colocate_gradients_with_ops=bool(case.get("structural")))]
+            if case.get("structural"):  # no CPU kernel: what the gradient is made of
+                return {"has_gradient": [g is not None for g in first],
+                        "types": sorted({op.type for op in graph.get_operations() if op.name not in before})}
             second = None
             second_error = None
             if case.get("vs"):
