@@ -80,6 +80,16 @@ def main(handler: Callable[[Any, Path], dict]) -> None:
     os.replace(tmp, resp_path)
 
 
+def import_graph(serialized: bytes) -> tf.Graph:
+    """A new graph holding the serialized GraphDef (from the bridge), imported without a prefix."""
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(serialized)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    return graph
+
+
 def error_string(exc: BaseException) -> str:
     """A compact 'ErrorType: message' for a case that TF rejected."""
     msg = getattr(exc, "message", None) or str(exc)

@@ -30,12 +30,9 @@ import _common
 
 
 def eval_case(case: dict) -> dict | str:
-    graph = tf.Graph()
     try:
-        gd = tf.compat.v1.GraphDef()
-        gd.ParseFromString(case["graph_def"])
+        graph = _common.import_graph(case["graph_def"])
         with graph.as_default():
-            tf.graph_util.import_graph_def(gd, name="")
             get = graph.get_tensor_by_name
             xs = [get(n) for n in case["xs"]]
             ys = [get(n) for n in case["ys"]]
