@@ -37,6 +37,14 @@ def op_folder(parent: Path, name: str, spec: str, julia_source: str) -> Path:
     return folder
 
 
+def built_twice(tmp_path_factory, label: str) -> Path:
+    """A built copy of the ``customop init`` template op Twice (y = 2x), in a new folder."""
+    folder = tmp_path_factory.mktemp(label) / "Twice"
+    customop.init("Twice", folder)
+    customop.build(folder)
+    return folder
+
+
 def busy_op(name: str) -> tuple[str, str]:
     """Spec and Julia source of an op ``name`` whose function
     (``<name in snake_case>(y, x, s)``) computes for ``s`` seconds without

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import customop
-from build_support import toolchain_missing
+from build_support import built_twice, toolchain_missing
 
 pytestmark = pytest.mark.skipif(bool(toolchain_missing()), reason=toolchain_missing() or "toolchain present")
 
@@ -95,10 +94,7 @@ def run_script(body: str, folder: Path, env: dict | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def twice_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("fork") / "Twice"
-    customop.init("Twice", folder)  # y = 2x
-    customop.build(folder)
-    return folder
+    return built_twice(tmp_path_factory, "fork")
 
 
 def test_every_way_into_julia_fails_fast_in_a_forked_child(twice_folder):

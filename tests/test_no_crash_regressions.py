@@ -18,7 +18,7 @@ import pytest
 
 import bridge
 from bridge import customop, errors
-from build_support import op_folder
+from build_support import built_twice, op_folder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,10 +120,7 @@ def test_close_while_eight_threads_run_a_native_graph(attempt):
 
 @pytest.fixture(scope="module")
 def twice_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("twice") / "Twice"
-    customop.init("Twice", folder)  # y = 2x
-    customop.build(folder)
-    return folder
+    return built_twice(tmp_path_factory, "twice")
 
 
 @pytest.mark.parametrize("attempt", range(2))
