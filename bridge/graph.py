@@ -249,6 +249,7 @@ class Graph:
         self._functions: dict[str, Any] = {}
         self._keepalive: list[Any] = []  # C objects the graph must outlive (function bodies)
         self.collections: dict[str, list] = {}  # e.g. "variables": every Variable made in it
+        self.seed: Optional[int] = None  # graph-level random seed: bridge.set_random_seed
 
     # --- lookup -----------------------------------------------------------
     def _wrap(self, ptr) -> Operation:
