@@ -98,6 +98,8 @@ class Variable:
             with g.name_scope("Read"):
                 self._read = self._read_op()
         g.collections.setdefault("variables", []).append(self)
+        if trainable:
+            g.collections.setdefault("trainable_variables", []).append(self)
 
     def _read_op(self) -> Output:
         return self.graph.create_op("ReadVariableOp", [self.handle], name="ReadVariableOp",
@@ -135,6 +137,16 @@ class Variable:
 
     def __repr__(self) -> str:
         return f"<bridge.Variable '{self.name}' dtype={self.dtype.name} shape={self._shape!r}>"
+
+
+def global_variables(graph: Optional[Graph] = None) -> list[Variable]:
+    """Every Variable made in ``graph`` (the default graph), in creation order."""
+    return list((graph or get_default_graph()).collections.get("variables", []))
+
+
+def trainable_variables(graph: Optional[Graph] = None) -> list[Variable]:
+    """The Variables made with ``trainable=True``: what optimizers train by default."""
+    return list((graph or get_default_graph()).collections.get("trainable_variables", []))
 
 
 def global_variables_initializer(graph: Optional[Graph] = None, name: str = "init") -> Operation:
