@@ -1,0 +1,174 @@
+"""L-BFGS-B through bridge.train.ScipyOptimizer vs scipy on the same loss in numpy.
+
+The loss: L2-regularised logistic regression, float64, 1000 samples x 50
+features (the goal's size) and 20000 x 200 (where the arithmetic, not the
+per-run cost, dominates).  Both start from zeros and run scipy's L-BFGS-B
+for exactly MAXITER iterations (tolerances off); the bridge evaluates loss
+and gradient with one Session.run each (data as graph constants), scipy
+with numpy.  Rounds alternate between the two and the best round of each
+counts; the time per iteration includes everything minimize() does (the
+bridge's run for the starting point and the one assigning the optimum too).
+Then both run to convergence and must reach the same optimum.
+
+Anchor (a separate process, as TensorFlow never shares one with the
+bridge): stock TensorFlow's tf.compat.v1.Session running the bridge's own
+GraphDef, fed and fetched the way ScipyOptimizer does, under the same scipy
+loop: what TensorFlow's ScipyOptimizerInterface workflow costs here.  Each
+evaluation runs the gradient graph (about 100 small ops after Grappler), so
+at the small size the executor's per-op cost, not the bridge, sets the
+floor against numpy.
+
+``--quick``: the small size only, few rounds (a check that it runs).
+"""
+from __future__ import annotations
+
+import os
+
+# scipy's L-BFGS-B calls small BLAS/LAPACK routines every iteration; a
+# multithreaded OpenBLAS on this shared 2-core machine spends milliseconds
+# waking its threads for them (measured: 1.5-7 ms per iteration instead of
+# 75 us), which would hide what is measured here.  Set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy.optimize import minimize  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import report, run_anchor  # noqa: E402
+
+import bridge  # noqa: E402
+from bridge import ops  # noqa: E402
+from bridge.train import ScipyOptimizer  # noqa: E402
+
+LAM = 1e-3
+MAXITER = 15
+QUICK = "--quick" in sys.argv
+SIZES = [(1000, 50)] if QUICK else [(1000, 50), (5000, 100), (20000, 200)]
+ROUNDS = 3 if QUICK else 15
+FIXED = {"maxiter": MAXITER, "ftol": 0.0, "gtol": 0.0}
+CONVERGE = {"maxiter": 10000, "ftol": 1e-15, "gtol": 1e-10}
+
+ANCHOR = """
+import os
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+import json, time, numpy as np, tensorflow as tf
+from scipy.optimize import minimize
+tf.compat.v1.disable_eager_execution()
+graph_def = tf.compat.v1.GraphDef()
+graph_def.ParseFromString(open(PATH, "rb").read())
+graph = tf.Graph()
+with graph.as_default():
+    tf.graph_util.import_graph_def(graph_def, name="")
+# One thread, as numpy has here (OPENBLAS_NUM_THREADS=1) and as the bridge's session.
+sess = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
+    intra_op_parallelism_threads=1, inter_op_parallelism_threads=1))
+loss, grad = graph.get_tensor_by_name(LOSS), graph.get_tensor_by_name(GRAD)
+reads = [graph.get_tensor_by_name(r) for r in READS]
+def fun(x):
+    f, g = sess.run([loss, grad], {r: x for r in reads})
+    return float(f), np.array(g, dtype=np.float64)
+def run():
+    return minimize(fun, np.zeros(D), jac=True, method="L-BFGS-B", options=FIXED)
+run()
+best, nit = float("inf"), 0
+for _ in range(ROUNDS):
+    t0 = time.perf_counter()
+    res = run()
+    best, nit = min(best, (time.perf_counter() - t0) / res.nit), res.nit
+print(json.dumps({"us": best * 1e6, "nit": nit}))
+"""
+
+
+def bench(n: int, d: int) -> None:
+    rng = np.random.default_rng(2026)
+    x_data = rng.normal(size=(n, d))
+    y_data = (x_data @ rng.normal(size=d) + rng.normal(size=n) > 0).astype(np.float64)
+
+    def numpy_loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        z = x_data @ w
+        loss = np.mean(np.logaddexp(0.0, z) - y_data * z) + 0.5 * LAM * (w @ w)
+        grad = x_data.T @ (0.5 * (1.0 + np.tanh(0.5 * z)) - y_data) / n + LAM * w
+        return loss, grad
+
+    def scipy_run(options: dict):
+        return minimize(numpy_loss, np.zeros(d), jac=True, method="L-BFGS-B", options=options)
+
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.zeros(d), name="w")
+        z = ops.reshape(ops.mat_mul(bridge.constant(x_data, name="X"), ops.reshape(w.value(), [d, 1])), [-1])
+        data = ops.mean(ops.softplus(z) - bridge.constant(y_data, name="Y") * z, 0)
+        loss = data + 0.5 * LAM * ops.sum(ops.square(w.value()), 0)
+        init = bridge.global_variables_initializer()
+    # numpy runs on one thread here (OPENBLAS_NUM_THREADS=1), so the bridge's
+    # session does too: ops in the caller's thread, one thread per kernel.
+    # On small shapes that is also the faster setting (TF's intra-op pool
+    # splits a 1000x50 MatMul across threads for a loss); the default session
+    # is timed as well, for information.
+    sess = bridge.Session(g, bridge.SessionConfig(inter_op_parallelism_threads=-1, intra_op_parallelism_threads=1))
+    default_sess = bridge.Session(g)
+    fixed = ScipyOptimizer(loss, options=FIXED)
+    converge = ScipyOptimizer(loss, options=CONVERGE)
+
+    def bridge_run(opt: ScipyOptimizer, session=sess):
+        session.run(init)
+        return opt.minimize(session)
+
+    # Same function: the losses agree at one point.
+    sess.run(init)
+    probe = rng.normal(size=d) * 0.1
+    sess.run(w.assign(probe))
+    assert abs(sess.run(loss) - numpy_loss(probe)[0]) < 1e-12, "the two losses differ"
+
+    modes = {"bridge": lambda: bridge_run(fixed), "scipy": lambda: scipy_run(FIXED),
+             "bridge, default session": lambda: bridge_run(fixed, default_sess)}
+    best = dict.fromkeys(modes, float("inf"))
+    iters = {}
+    for fn in modes.values():
+        fn()  # warm-up
+    for _ in range(ROUNDS):
+        for name, fn in modes.items():
+            t0 = time.perf_counter()
+            result = fn()
+            elapsed = time.perf_counter() - t0
+            iters[name] = (result.nit, result.nfev)
+            best[name] = min(best[name], elapsed / result.nit)
+    assert iters["bridge"][0] == iters["scipy"][0], f"iteration counts differ: {iters}"
+
+    with tempfile.NamedTemporaryFile(suffix=".pb") as f:
+        f.write(g.as_graph_def())
+        f.flush()
+        consts = (f"PATH = {f.name!r}\nLOSS = {loss.name!r}\nGRAD = {fixed._grad.name!r}\n"
+                  f"READS = {[r.name for r in fixed._reads[0]]!r}\nD = {d}\nFIXED = {FIXED!r}\n"
+                  f"ROUNDS = {ROUNDS}\n")
+        anchor = run_anchor(consts + ANCHOR)
+    assert anchor["nit"] == iters["bridge"][0], f"stock TF took {anchor['nit']} iterations"
+
+    ours, theirs, tf_us = best["bridge"] * 1e6, best["scipy"] * 1e6, anchor["us"]
+    report(f"L-BFGS-B, logistic regression {n}x{d}, {iters['bridge'][0]} iterations "
+           f"({iters['bridge'][1]} / {iters['scipy'][1]} evaluations)",
+           [("bridge.train.ScipyOptimizer", ours, "us/iteration"),
+            ("scipy.optimize.minimize on numpy", theirs, "us/iteration"),
+            ("the bridge with a default Session (TF's thread pools)", best["bridge, default session"] * 1e6,
+             "us/iteration"),
+            ("stock TF Session.run, same graph and loop (anchor)", tf_us, "us/iteration")],
+           "bridge / numpy", ours / theirs, "<= 1.5x")
+    print(f"  {'bridge / stock TF':<48s} {ours / tf_us:12.3f}x")
+
+    a, b = bridge_run(converge), scipy_run(CONVERGE)
+    gap = float(np.max(np.abs(a.x - b.x)))
+    print(f"  optimum: bridge loss {a.fun:.12g} ({a.nit} it), scipy loss {b.fun:.12g} ({b.nit} it), "
+          f"max |w_bridge - w_scipy| = {gap:.2e}")
+    assert abs(a.fun - b.fun) < 1e-12 and gap < 1e-6, "the two optima differ"
+    np.testing.assert_array_equal(sess.run(w.value()), a.x)
+    sess.close()
+    default_sess.close()
+
+
+for size in SIZES:
+    bench(*size)

@@ -1,0 +1,405 @@
+"""``ScipyOptimizer``: ``scipy.optimize.minimize`` over a graph's loss.
+
+TensorFlow's ``tf.contrib.opt.ScipyOptimizerInterface`` workflow (and
+ADCME's ``BFGS!``): the trained Variables are packed into one float64
+vector ``x``; each evaluation of the loss and its gradient at ``x`` is ONE
+``Session.run`` that feeds ``x`` (cast to each variable's dtype) in place
+of the variables' reads and fetches ``[loss, packed gradient]``; at the end
+one more run assigns the optimum to the Variables.
+
+How ``x`` reaches the loss: every ``ReadVariableOp`` of a trained variable
+that the loss (or its gradient) depends on is fed, as TensorFlow's
+interface feeds variables.  A variable read some other way on that path
+(``ResourceGather``, a function or loop taking its handle, ...) cannot be fed:
+for it each evaluation first assigns ``x`` to the variable (one extra run
+per evaluation), which ``ScipyOptimizer.assigns_first`` lists.  In that mode
+the variable holds the last evaluated point if the minimization is
+interrupted; otherwise the Variables change only at the end.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from .. import dtypes, ops
+from ..builders import Variable, placeholder, trainable_variables
+from ..graph import Output
+
+__all__ = ["ScipyOptimizer"]
+
+# scipy.optimize.minimize's methods, by what they need from us.
+_GRADIENT_FREE = frozenset({"nelder-mead", "powell", "cobyla", "cobyqa"})
+_USES_JAC = frozenset({"cg", "bfgs", "newton-cg", "l-bfgs-b", "tnc", "slsqp", "trust-constr",
+                       "trust-ncg", "trust-krylov"})
+_USES_HESSP = frozenset({"newton-cg", "trust-ncg", "trust-krylov", "trust-constr"})
+_NEEDS_HESS = frozenset({"dogleg", "trust-exact"})  # the full Hessian matrix: not offered
+_TAKE_BOUNDS = frozenset({"l-bfgs-b", "tnc", "slsqp", "trust-constr", "powell", "nelder-mead",
+                          "cobyla", "cobyqa"})
+# Methods whose callback may take ``intermediate_result`` (and stop by raising StopIteration).
+_NEW_CALLBACK = frozenset({"nelder-mead", "powell", "cg", "bfgs", "newton-cg", "l-bfgs-b", "trust-constr",
+                           "trust-ncg", "trust-krylov", "cobyqa", "cobyla", "slsqp"})
+
+# Ops that take a variable's handle without reading its value.
+_NO_VALUE_READ = frozenset({"VariableShape", "VarIsInitializedOp", "Identity"})
+_RECENT = 8  # evaluated points remembered, to find the loss at scipy's iterates
+
+
+def _scipy_passes_results() -> bool:
+    """Whether callbacks may take ``intermediate_result`` (scipy 1.11 on)."""
+    import scipy
+
+    try:
+        return tuple(int(p) for p in scipy.__version__.split(".")[:2]) >= (1, 11)
+    except ValueError:
+        return True
+
+
+class _Stopped(Exception):
+    """The user's callback asked to stop, for methods scipy cannot stop."""
+
+
+class ScipyOptimizer:
+    """Minimize ``loss`` over ``var_list`` with ``scipy.optimize.minimize``.
+
+    ``loss``: a scalar floating Output.  ``var_list``: the Variables to train
+    (default ``bridge.trainable_variables(loss.graph)``), each of a floating
+    dtype and a fully known shape.  ``method``: any method name
+    ``scipy.optimize.minimize`` accepts (default "L-BFGS-B") or a callable
+    minimizer.  Gradient methods get the loss and gradient from one run;
+    Newton-CG, trust-ncg, trust-krylov and trust-constr also get
+    Hessian-vector products built with ``bridge.gradients`` (the gradient of
+    ``grad . v``, one run per product); Nelder-Mead, Powell, COBYLA and
+    COBYQA fetch the loss alone.  dogleg and trust-exact, which need the whole
+    Hessian, are refused.
+
+    ``var_to_bounds``: dict Variable -> (low, high), each a scalar, an array
+    of the variable's shape (or broadcastable to it) or None (unbounded); only
+    for methods that take bounds (L-BFGS-B, TNC, SLSQP, trust-constr, Powell,
+    Nelder-Mead, COBYLA, COBYQA).  ``options``: scipy's ``options`` dict
+    (``maxiter``, ``gtol``, ...).
+
+    ``minimize(session, feed_dict=None, callback=None)`` returns scipy's
+    ``OptimizeResult``.  ``history`` holds the loss after each iteration,
+    ``evaluations`` the runs of the loss (and gradient) in the last call,
+    ``hessp_evaluations`` its Hessian-vector products.
+    """
+
+    def __init__(self, loss: Output, var_list: Optional[Sequence[Variable]] = None,
+                 method: Union[str, Callable] = "L-BFGS-B",
+                 var_to_bounds: Optional[dict] = None, options: Optional[dict] = None,
+                 name: str = "ScipyOptimizer"):
+        if not isinstance(loss, Output):
+            raise TypeError(f"ScipyOptimizer: loss must be an Output, got {type(loss).__name__}")
+        if not loss.dtype.is_floating:
+            raise TypeError(f"ScipyOptimizer: loss '{loss.name}' must be a floating tensor, is {loss.dtype.name}")
+        shape = loss.shape
+        if not shape.unknown_rank and len(shape) != 0:
+            raise ValueError(f"ScipyOptimizer: loss '{loss.name}' must be a scalar, has shape {shape!r}")
+        self.loss = loss
+        self.graph = graph = loss.graph
+        self.method = method
+        self._method = method.lower() if isinstance(method, str) else "_custom"
+        if self._method in _NEEDS_HESS:
+            raise ValueError(f"ScipyOptimizer: method {method!r} needs the full Hessian matrix, which is not "
+                             "offered; use 'trust-ncg' or 'trust-krylov' (Hessian-vector products)")
+        if not callable(method) and self._method not in _USES_JAC | _GRADIENT_FREE:
+            raise ValueError(f"ScipyOptimizer: unknown method {method!r} (scipy.optimize.minimize's methods: "
+                             f"{', '.join(sorted(_USES_JAC | _GRADIENT_FREE))}, or a callable)")
+        self.options = dict(options or {})
+        self.var_list = self._check_vars(var_list)
+        self._sizes = [int(np.prod(tuple(v.shape), dtype=np.int64)) for v in self.var_list]
+        self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(int)
+        self.size = int(self._offsets[-1])
+        self.bounds = self._check_bounds(var_to_bounds)
+        self.history: list[float] = []
+        self.evaluations = 0
+        self.hessp_evaluations = 0
+        # Control dependencies around the constructor are not the optimizer's ops' business.
+        with graph.as_default(), graph.name_scope(name), graph.control_dependencies(None):
+            self._build()
+
+    # --- checks ---------------------------------------------------------------
+
+    def _check_vars(self, var_list: Optional[Sequence[Variable]]) -> list[Variable]:
+        if var_list is None:
+            var_list = trainable_variables(self.graph)
+            if not var_list:
+                raise ValueError(f"ScipyOptimizer: var_list is None and the graph of loss '{self.loss.name}' "
+                                 "has no trainable variables")
+        var_list = list(var_list)
+        if not var_list:
+            raise ValueError("ScipyOptimizer: var_list is empty")
+        seen = set()
+        for v in var_list:
+            if not isinstance(v, Variable):
+                raise TypeError(f"ScipyOptimizer: var_list must hold bridge.Variable objects, got {v!r}")
+            if v.graph is not self.graph:
+                raise ValueError(f"ScipyOptimizer: variable '{v.name}' belongs to another graph than "
+                                 f"loss '{self.loss.name}'")
+            if v.name in seen:
+                raise ValueError(f"ScipyOptimizer: variable '{v.name}' appears twice in var_list")
+            seen.add(v.name)
+            if not v.dtype.is_floating:
+                raise TypeError(f"ScipyOptimizer: variable '{v.name}' is {v.dtype.name}; only floating "
+                                "variables can be optimized")
+            if v.shape.unknown_rank or any(d is None for d in v.shape):
+                raise ValueError(f"ScipyOptimizer: variable '{v.name}' needs a fully known shape, has {v.shape!r}")
+        return var_list
+
+    def _check_bounds(self, var_to_bounds: Optional[dict]) -> Any:
+        if not var_to_bounds:
+            return None
+        if self._method not in _TAKE_BOUNDS and self._method != "_custom":
+            raise ValueError(f"ScipyOptimizer: method {self.method!r} does not take bounds (var_to_bounds); "
+                             f"methods that do: {', '.join(sorted(_TAKE_BOUNDS))}")
+        from scipy.optimize import Bounds
+
+        index = {v.name: i for i, v in enumerate(self.var_list)}
+        low = np.full(self.size, -np.inf)
+        high = np.full(self.size, np.inf)
+        for var, pair in var_to_bounds.items():
+            if not isinstance(var, Variable) or var.name not in index or self.var_list[index[var.name]] is not var:
+                raise ValueError(f"ScipyOptimizer: var_to_bounds key {var!r} is not a variable of var_list")
+            try:
+                lo, hi = pair
+            except (TypeError, ValueError):
+                raise ValueError(f"ScipyOptimizer: bounds of variable '{var.name}' must be a pair (low, high), "
+                                 f"got {pair!r}") from None
+            i = index[var.name]
+            sl = slice(self._offsets[i], self._offsets[i + 1])
+            shape = tuple(var.shape)
+            for side, value, fill, out in (("low", lo, -np.inf, low), ("high", hi, np.inf, high)):
+                if value is None:
+                    continue
+                try:
+                    arr = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+                except ValueError:
+                    raise ValueError(f"ScipyOptimizer: {side} bound of variable '{var.name}' has shape "
+                                     f"{np.shape(value)}, not the variable's {shape} (or a scalar)") from None
+                out[sl] = np.where(np.isnan(arr), fill, arr).ravel()
+            if np.any(low[sl] > high[sl]):
+                raise ValueError(f"ScipyOptimizer: bounds of variable '{var.name}' have low > high")
+        return Bounds(low, high)
+
+    # --- graph ----------------------------------------------------------------
+
+    def _pack(self, tensors: list[Output], name: str) -> Output:
+        """One float64 vector of ``tensors`` (Reshape, Cast, ConcatV2)."""
+
+        flat = []
+        for t in tensors:
+            t = ops.reshape(t, [-1])
+            if t.dtype != dtypes.float64:
+                t = ops.cast(t, DstT=dtypes.float64)
+            flat.append(t)
+        if len(flat) == 1:
+            return ops.identity(flat[0], name=name)
+        return ops.concat_v2(flat, 0, name=name)
+
+    def _unpack(self, vector: Output) -> list[Output]:
+        """``vector``'s pieces as each variable's shape and dtype."""
+
+        parts = []
+        for v, off, size in zip(self.var_list, self._offsets, self._sizes):
+            piece = ops.slice(vector, [int(off)], [int(size)])
+            piece = ops.reshape(piece, np.array([int(d) for d in v.shape], np.int32))
+            if v.dtype != dtypes.float64:
+                piece = ops.cast(piece, DstT=v.dtype)
+            parts.append(piece)
+        return parts
+
+    def _build(self) -> None:
+        from ..grad import gradients
+
+        g = self.graph
+        fetches = [self.loss]
+        self._grad = self._hessp = self._vector = None
+        if self._method not in _GRADIENT_FREE:
+            grads = gradients(self.loss, self.var_list, name="gradients")
+            for v, gr in zip(self.var_list, grads):
+                if gr is None:
+                    raise ValueError(f"ScipyOptimizer: loss '{self.loss.name}' has no gradient with respect to "
+                                     f"variable '{v.name}' (it does not depend on it, or only through ops "
+                                     "without a gradient); leave it out of var_list")
+            self._grad = self._pack(grads, "packed_gradient")
+            fetches.append(self._grad)
+            if self._method in _USES_HESSP:
+                with g.name_scope("hessp"):
+                    self._vector = placeholder(dtypes.float64, [self.size], name="vector")
+                    dots = []
+                    for gr, piece in zip(grads, self._unpack(self._vector)):
+                        dot = ops.sum(ops.reshape(ops.mul(gr, piece), [-1]), 0)
+                        dots.append(dot if dot.dtype == dtypes.float64 else ops.cast(dot, DstT=dtypes.float64))
+                    gv = dots[0] if len(dots) == 1 else ops.add_n(dots)
+                    hv = gradients(gv, self.var_list, name="gradients", unconnected_gradients="zero")
+                    self._hessp = self._pack(hv, "product")
+                fetches.append(self._hessp)
+        with g.name_scope("assign"):
+            self._x = placeholder(dtypes.float64, [self.size], name="x")
+            assigns = [v.assign(piece, name=f"assign_{i}")
+                       for i, (v, piece) in enumerate(zip(self.var_list, self._unpack(self._x)))]
+        self._reads, others = self._find_reads(fetches)
+        self.assigns_first = [v for v, o in zip(self.var_list, others) if o]
+        with g.control_dependencies(assigns):
+            self._assign_all = ops.no_op(name="assign_all")
+        self._assign_some = None
+        if self.assigns_first:
+            with g.control_dependencies([a for a, o in zip(assigns, others) if o]):
+                self._assign_some = ops.no_op(name="assign_unfed")
+        self._fetch = [self.loss] if self._grad is None else [self.loss, self._grad]
+        with g.name_scope("initial"):
+            # Reads of their own: the ones the loss uses are fed during the minimization.
+            self._initial = self._pack([v.read_value() for v in self.var_list], "x0")
+
+    def _find_reads(self, fetches: list[Output]) -> tuple[list[list[Output]], list[list[str]]]:
+        """For each variable, the ReadVariableOp outputs ``fetches`` depend on
+        (to feed), and the other ops on the way that take its handle."""
+        by_handle = {v.handle.op: i for i, v in enumerate(self.var_list)}
+        reads: list[list[Output]] = [[] for _ in self.var_list]
+        others: list[list[str]] = [[] for _ in self.var_list]
+
+        def variable_of(t: Output) -> Optional[int]:
+            op = t.op
+            while op.type == "Identity":
+                op = op.inputs[0].op
+            return by_handle.get(op)
+
+        seen: set = set()
+        stack = [t.op for t in fetches]
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            op_type = op.type
+            inputs = op.inputs
+            if op_type == "ReadVariableOp":
+                k = variable_of(inputs[0])
+                if k is not None:
+                    reads[k].append(op.output(0))
+                    continue  # fed: nothing behind it runs
+            elif op_type not in _NO_VALUE_READ:
+                for t in inputs:
+                    if t.dtype == dtypes.resource:
+                        k = variable_of(t)
+                        if k is not None:
+                            others[k].append(f"{op_type} '{op.name}'")
+            stack.extend(t.op for t in inputs)
+            stack.extend(op.control_inputs)
+        return reads, others
+
+    # --- running --------------------------------------------------------------
+
+    def _feeds(self, x: np.ndarray, base: dict) -> dict:
+        feed = dict(base)
+        for v, reads, off, size in zip(self.var_list, self._reads, self._offsets, self._sizes):
+            if not reads:
+                continue
+            value = x[off:off + size].reshape(tuple(v.shape))
+            if v.dtype != dtypes.float64:
+                value = value.astype(v.dtype.as_numpy_dtype)
+            for r in reads:
+                feed[r] = value
+        return feed
+
+    def initial_point(self, session: Any) -> np.ndarray:
+        """The variables' current values as one float64 vector (one run)."""
+        return np.array(session.run(self._initial), dtype=np.float64)
+
+    def minimize(self, session: Any, feed_dict: Optional[dict] = None,
+                 callback: Optional[Callable[[int, float], Any]] = None) -> Any:
+        """Run the minimization from the variables' current values; at the end
+        the Variables hold the optimum (``result.x``).
+
+        ``feed_dict`` is added to every run (the data of the loss).
+        ``callback(iteration, loss)`` is called after each iteration of the
+        method (``iteration`` counts from 0: ``history[iteration] == loss``);
+        returning True stops the minimization (``result.success`` False).
+        Returns scipy's ``OptimizeResult``; Session.run calls: one for the
+        starting point, one per evaluation (``evaluations``; two for
+        variables in ``assigns_first``), one per Hessian-vector product and
+        one to assign the optimum.
+        """
+        from scipy.optimize import OptimizeResult
+        from scipy.optimize import minimize as scipy_minimize
+
+        if getattr(session, "graph", None) is not self.graph:
+            raise ValueError("ScipyOptimizer.minimize: session runs another graph than loss "
+                             f"'{self.loss.name}'")
+        base = dict(feed_dict or {})
+        self.history = []
+        self.evaluations = 0
+        self.hessp_evaluations = 0
+        recent: dict[bytes, float] = {}
+
+        def evaluate(x: np.ndarray) -> Any:
+            if self._assign_some is not None:
+                session.run(self._assign_some, {self._x: x})
+            values = session.run(self._fetch, self._feeds(x, base))
+            self.evaluations += 1
+            loss = np.asarray(values[0])
+            if loss.ndim:
+                raise ValueError(f"ScipyOptimizer: loss '{self.loss.name}' must be a scalar, evaluated to shape "
+                                 f"{loss.shape}")
+            f = float(loss)
+            if len(recent) >= _RECENT:
+                del recent[next(iter(recent))]
+            recent[x.tobytes()] = f
+            if self._grad is None:
+                return f
+            return f, np.array(values[1], dtype=np.float64)
+
+        def hessp(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+            if self._assign_some is not None:
+                session.run(self._assign_some, {self._x: x})
+            feed = self._feeds(x, base)
+            feed[self._vector] = np.asarray(p, dtype=np.float64)
+            self.hessp_evaluations += 1
+            return np.array(session.run(self._hessp, feed), dtype=np.float64)
+
+        def loss_at(x: np.ndarray) -> float:
+            f = recent.get(np.asarray(x, dtype=np.float64).tobytes())
+            if f is None:  # an iterate the method never evaluated: one more run
+                out = evaluate(np.asarray(x, dtype=np.float64).copy())
+                f = out if self._grad is None else out[0]
+            return f
+
+        def after_iteration(f: float) -> bool:
+            self.history.append(f)
+            return bool(callback is not None and callback(len(self.history) - 1, f))
+
+        new_style = self._method in _NEW_CALLBACK and _scipy_passes_results()
+
+        def on_result(intermediate_result):
+            fun = intermediate_result.get("fun")
+            f = float(fun) if fun is not None and np.ndim(fun) == 0 else loss_at(intermediate_result.x)
+            if after_iteration(f):
+                raise StopIteration
+
+        def on_x(xk, *state):  # trust-constr before scipy 1.11 adds its state
+            f = loss_at(xk)
+            if after_iteration(f):
+                raise _Stopped(np.array(xk, dtype=np.float64), f)
+
+        x0 = self.initial_point(session)
+        kwargs: dict = {"method": self.method, "callback": on_result if new_style else on_x,
+                        "options": dict(self.options)}
+        if self._grad is not None:
+            kwargs["jac"] = True
+        if self._hessp is not None:
+            kwargs["hessp"] = hessp
+        if self.bounds is not None:
+            kwargs["bounds"] = self.bounds
+        try:
+            result = scipy_minimize(evaluate, x0, **kwargs)
+        except _Stopped as stop:
+            result = OptimizeResult(x=stop.args[0], fun=stop.args[1], success=False, status=99,
+                                    message="callback asked to stop", nit=len(self.history),
+                                    nfev=self.evaluations)
+        session.run(self._assign_all, {self._x: np.asarray(result.x, dtype=np.float64)})
+        return result
+
+    def __repr__(self) -> str:
+        names = ", ".join(v.name for v in self.var_list)
+        return f"<bridge.train.ScipyOptimizer method={self.method!r} loss='{self.loss.name}' vars=[{names}]>"

@@ -1,0 +1,290 @@
+"""bridge.train.ScipyOptimizer: scipy.optimize.minimize over a bridge graph's loss.
+
+The losses are real bridge graphs; the references are scipy on the same
+function written in numpy (scipy.optimize.rosen, rosen_der, rosen_hess_prod):
+with the same values and gradients the methods take the same iterations.
+Session.run calls are counted with a Session subclass (a real session).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, rosen, rosen_der, rosen_hess_prod
+
+import bridge
+from bridge import ops
+from bridge.train import ScipyOptimizer
+
+TIGHT = {"ftol": 1e-300, "gtol": 1e-12, "maxiter": 5000}
+
+
+class CountingSession(bridge.Session):
+    """A Session that counts its run calls."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.runs = 0
+
+    def run(self, *args, **kwargs):
+        self.runs += 1
+        return super().run(*args, **kwargs)
+
+
+def rosenbrock(x):
+    """sum(100 (x[1:] - x[:-1]^2)^2 + (1 - x[:-1])^2) from bridge ops (x an Output)."""
+    a, b = x[:-1], x[1:]
+    return ops.sum(100.0 * ops.square(b - ops.square(a)) + ops.square(1.0 - a), 0)
+
+
+def rosen_graph(x0, dtype=bridge.float64):
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.Variable(np.asarray(x0), dtype=dtype, name="x")
+        loss = rosenbrock(x.value())
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    return g, x, loss, sess
+
+
+X0_10 = np.array([-1.2, 1.0, -0.5, 0.8, 0.0, 1.5, -1.0, 0.3, 2.0, 0.7])
+
+
+@pytest.mark.parametrize("x0", [[-1.2, 1.0], X0_10], ids=["2d", "10d"])
+def test_lbfgsb_reaches_rosenbrock_minimum(x0):
+    g, x, loss, sess = rosen_graph(x0)
+    opt = ScipyOptimizer(loss, options=TIGHT)
+    sess.runs = 0
+    result = opt.minimize(sess)
+    # One run for the starting point, one per evaluation, one to assign the optimum.
+    assert opt.evaluations == result.nfev
+    assert sess.runs == opt.evaluations + 2
+    value = sess.run(x.value())
+    np.testing.assert_allclose(value, np.ones(len(x0)), atol=1e-5)
+    assert result.fun < 1e-10
+    assert sess.run(loss) < 1e-10
+    np.testing.assert_array_equal(value, result.x)  # the Variables hold the optimum
+    # scipy on numpy's Rosenbrock takes the same path.
+    ref = minimize(rosen, np.asarray(x0, float), jac=rosen_der, method="L-BFGS-B", options=TIGHT)
+    assert abs(result.nit - ref.nit) <= 2
+    np.testing.assert_allclose(result.x, ref.x, atol=1e-8)
+
+
+def test_history_and_callback_once_per_iteration():
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    calls = []
+    opt = ScipyOptimizer(loss, options=TIGHT)
+    result = opt.minimize(sess, callback=lambda i, f: calls.append((i, f)))
+    assert len(opt.history) == result.nit == len(calls)
+    assert [i for i, _ in calls] == list(range(len(calls)))
+    assert [f for _, f in calls] == opt.history
+    assert np.all(np.diff(opt.history) <= 0)  # L-BFGS-B's iterates never go up
+    assert opt.history[-1] == pytest.approx(result.fun, abs=1e-15)
+    assert opt.history[0] < rosen(np.array([-1.2, 1.0]))
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "TNC"])  # TNC: scipy cannot stop it, the optimizer does
+def test_callback_stops_early(method):
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    opt = ScipyOptimizer(loss, method=method)
+    result = opt.minimize(sess, callback=lambda i, f: i == 3)
+    assert len(opt.history) == 4
+    assert not result.success
+    np.testing.assert_array_equal(sess.run(x.value()), result.x)
+    assert sess.run(loss) == pytest.approx(opt.history[-1], rel=1e-12)
+
+
+def test_bounds_hold_and_stop_on_the_bound():
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    # x[0] <= 0.5 excludes the minimum (1, 1): the constrained one is (0.5, 0.25).
+    opt = ScipyOptimizer(loss, var_to_bounds={x: ([None, -2.0], [0.5, 2.0])}, options=TIGHT)
+    opt.minimize(sess)
+    value = sess.run(x.value())
+    assert value[0] == 0.5
+    assert value[1] == pytest.approx(0.25, abs=1e-6)
+
+
+def test_scalar_bounds_over_a_vector():
+    g, x, loss, sess = rosen_graph(np.zeros(10))
+    opt = ScipyOptimizer(loss, var_to_bounds={x: (-0.3, 0.6)}, options=TIGHT)
+    result = opt.minimize(sess)
+    value = sess.run(x.value())
+    assert np.all(value >= -0.3) and np.all(value <= 0.6)
+    assert np.isclose(value, 0.6).any()
+    ref = minimize(rosen, np.zeros(10), jac=rosen_der, method="L-BFGS-B", bounds=[(-0.3, 0.6)] * 10,
+                   options=TIGHT)
+    np.testing.assert_allclose(result.x, ref.x, atol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["BFGS", "CG", "Newton-CG", "trust-ncg", "TNC"])
+def test_gradient_methods_match_scipy_on_rosenbrock(method):
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    opt = ScipyOptimizer(loss, method=method)
+    sess.runs = 0
+    result = opt.minimize(sess)
+    assert sess.runs == 2 + opt.evaluations + opt.hessp_evaluations
+    hessp = rosen_hess_prod if method in ("Newton-CG", "trust-ncg") else None
+    ref = minimize(rosen, np.array([-1.2, 1.0]), jac=rosen_der, hessp=hessp, method=method)
+    assert result.success == ref.success
+    np.testing.assert_array_equal(sess.run(x.value()), result.x)
+    np.testing.assert_allclose(result.x, [1.0, 1.0], atol=1e-3)
+    if method != "TNC":  # TNC's path turns on the last bits of the gradient
+        assert result.nit == ref.nit
+        np.testing.assert_allclose(result.x, ref.x, atol=1e-7)
+    if hessp is not None:
+        assert result.nhev == ref.nhev
+        assert opt.hessp_evaluations > 0 and abs(result.nhev - opt.hessp_evaluations) <= 1
+
+
+@pytest.mark.parametrize("method", ["BFGS", "CG", "Newton-CG", "L-BFGS-B"])
+def test_quadratic_with_two_variables(method):
+    rng = np.random.default_rng(0)
+    m = rng.normal(size=(6, 6))
+    a = m @ m.T + 6 * np.eye(6)
+    c = rng.normal(size=6)
+    g = bridge.Graph()
+    with g.as_default():
+        u = bridge.Variable(np.zeros((2, 2)), name="u")
+        w = bridge.Variable(np.zeros(2), name="w")
+        z = ops.concat_v2([ops.reshape(u.value(), [-1]), w.value()], 0)
+        quad = ops.sum(z * ops.reshape(ops.mat_mul(bridge.constant(a), ops.reshape(z, [6, 1])), [-1]), 0)
+        loss = 0.5 * quad - ops.sum(bridge.constant(c) * z, 0)
+        init = bridge.global_variables_initializer()
+    sess = bridge.Session(g)
+    sess.run(init)
+    options = {"L-BFGS-B": TIGHT, "Newton-CG": {"xtol": 1e-12}}.get(method, {"gtol": 1e-10})
+    ScipyOptimizer(loss, method=method, options=options).minimize(sess)
+    best = np.linalg.solve(a, c)
+    np.testing.assert_allclose(sess.run(u.value()).ravel(), best[:4], atol=1e-7)
+    np.testing.assert_allclose(sess.run(w.value()), best[4:], atol=1e-7)
+
+
+def test_float32_variable():
+    target = np.array([[0.25, -1.5], [3.0, 0.125]], np.float32)
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.zeros((2, 2), np.float32), name="w")
+        d = w.value() - bridge.constant(target)
+        loss = ops.sum(ops.reshape(d * d * (1.0 + ops.square(d)), [-1]), 0)
+        init = bridge.global_variables_initializer()
+    sess = bridge.Session(g)
+    sess.run(init)
+    result = ScipyOptimizer(loss).minimize(sess)
+    value = sess.run(w.value())
+    assert value.dtype == np.float32
+    np.testing.assert_allclose(value, target, atol=1e-4)
+    assert result.fun < 1e-7
+
+
+def test_feed_dict_reaches_the_loss_least_squares_line():
+    rng = np.random.default_rng(17)
+    xs = rng.uniform(-2, 2, 50)
+    ys = 1.75 * xs - 0.5 + rng.normal(scale=0.3, size=50)
+    g = bridge.Graph()
+    with g.as_default():
+        px = bridge.placeholder(bridge.float64, [None], name="px")
+        py = bridge.placeholder(bridge.float64, [None], name="py")
+        slope = bridge.Variable(0.0, dtype=bridge.float64, name="slope")
+        icpt = bridge.Variable(0.0, dtype=bridge.float64, name="intercept")
+        resid = slope.value() * px + icpt.value() - py
+        loss = ops.mean(ops.square(resid), 0)
+        init = bridge.global_variables_initializer()
+    sess = bridge.Session(g)
+    sess.run(init)
+    opt = ScipyOptimizer(loss, options={"gtol": 1e-12})
+    opt.minimize(sess, feed_dict={px: xs, py: ys})
+    coef, *_ = np.linalg.lstsq(np.stack([xs, np.ones_like(xs)], 1), ys, rcond=None)
+    np.testing.assert_allclose([sess.run(slope.value()), sess.run(icpt.value())], coef, atol=1e-7)
+
+
+def test_var_list_limits_what_is_trained():
+    g = bridge.Graph()
+    with g.as_default():
+        a = bridge.Variable(3.0, dtype=bridge.float64, name="a")
+        b = bridge.Variable(2.0, dtype=bridge.float64, name="b")
+        loss = ops.square(a.value() - 1.0) + ops.square(b.value() + a.value())
+        init = bridge.global_variables_initializer()
+    sess = bridge.Session(g)
+    sess.run(init)
+    ScipyOptimizer(loss, var_list=[a]).minimize(sess)
+    # min over a of (a-1)^2 + (a+2)^2: a = -0.5; b is left alone.
+    assert sess.run(a.value()) == pytest.approx(-0.5, abs=1e-6)
+    assert sess.run(b.value()) == 2.0
+
+
+def test_gather_read_falls_back_to_assigning_first():
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.zeros(4), name="w")
+        rows = ops.resource_gather(w.handle, np.array([0, 2, 2, 3], np.int32), dtype=bridge.float64)
+        target = bridge.constant(np.array([1.0, -1.0, -1.0, 4.0]))
+        loss = ops.sum(ops.square(rows - target), 0) + ops.sum(ops.square(w.value() - 0.5), 0)
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    opt = ScipyOptimizer(loss, options={"gtol": 1e-12})
+    assert opt.assigns_first == [w]
+    sess.runs = 0
+    opt.minimize(sess)
+    assert sess.runs == 2 * opt.evaluations + 2
+    # w0: (w-1)^2 + (w-.5)^2 -> 0.75; w1: 0.5; w2: 2 (w+1)^2 + (w-.5)^2 -> -0.5; w3: 2.25
+    np.testing.assert_allclose(sess.run(w.value()), [0.75, 0.5, -0.5, 2.25], atol=1e-6)
+
+
+def test_gradient_free_method_fetches_only_the_loss():
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    opt = ScipyOptimizer(loss, method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-12, "maxiter": 2000})
+    sess.runs = 0
+    opt.minimize(sess)
+    assert sess.runs == opt.evaluations + 2
+    assert opt._fetch == [loss]
+    np.testing.assert_allclose(sess.run(x.value()), [1.0, 1.0], atol=1e-5)
+
+
+def test_errors_name_the_culprit():
+    g = bridge.Graph()
+    with g.as_default():
+        a = bridge.Variable(np.ones(3), name="used")
+        b = bridge.Variable(np.ones(2), name="unused")
+        i = bridge.Variable(np.int32(1), name="count")
+        loss = ops.sum(ops.square(a.value()), 0)
+        vec = ops.square(a.value())
+    with pytest.raises(ValueError, match="'unused'"):
+        ScipyOptimizer(loss, var_list=[a, b])
+    with pytest.raises(ValueError, match="scalar"):
+        ScipyOptimizer(vec, var_list=[a])
+    with pytest.raises(TypeError, match="'count'"):
+        ScipyOptimizer(loss, var_list=[a, i])
+    with pytest.raises(ValueError, match="'BFGS' does not take bounds"):
+        ScipyOptimizer(loss, var_list=[a], method="BFGS", var_to_bounds={a: (0, 1)})
+    with pytest.raises(ValueError, match="'used' has shape"):
+        ScipyOptimizer(loss, var_list=[a], var_to_bounds={a: (np.zeros(2), None)})
+    with pytest.raises(ValueError, match="not a variable of var_list"):
+        ScipyOptimizer(loss, var_list=[a], var_to_bounds={b: (0, 1)})
+    with pytest.raises(ValueError, match="low > high"):
+        ScipyOptimizer(loss, var_list=[a], var_to_bounds={a: (1, 0)})
+    with pytest.raises(ValueError, match="full Hessian"):
+        ScipyOptimizer(loss, var_list=[a], method="dogleg")
+    with pytest.raises(ValueError, match="unknown method"):
+        ScipyOptimizer(loss, var_list=[a], method="no-such-method")
+    with pytest.raises(ValueError, match="another graph"):
+        ScipyOptimizer(loss, var_list=[a]).minimize(bridge.Session(bridge.Graph()))
+
+
+def test_every_read_on_the_loss_path_is_fed():
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.array([2.0, -1.0]), name="w")
+        # Two reads of w; an update op elsewhere in the graph takes w's handle but is not on the loss's path.
+        loss = ops.sum(ops.square(w.value() - 0.5), 0) + ops.sum(ops.square(w.read_value()), 0)
+        w.assign_sub(np.array([1.0, 1.0]))
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    opt = ScipyOptimizer(loss, options={"gtol": 1e-12})
+    assert opt.assigns_first == []
+    assert sorted(r.name for r in opt._reads[0]) == ["ReadVariableOp:0", "w/Read/ReadVariableOp:0"]
+    sess.runs = 0
+    opt.minimize(sess)
+    assert sess.runs == opt.evaluations + 2
+    np.testing.assert_allclose(sess.run(w.value()), [0.25, 0.25], atol=1e-8)
