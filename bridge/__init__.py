@@ -16,6 +16,7 @@ from . import operators as _operators  # noqa: F401  (installs x + y, x @ w, ...
 from . import session as _session
 from .session import Session, SessionConfig
 from .saved_model import SavedModel, Signature, load_saved_model
+from .saved_model import load as _saved_model_load
 from .scopes import colocate_with, control_dependencies, device, name_scope
 
 __version__ = "0.1.0"
@@ -42,6 +43,14 @@ _LAZY = {
     "gradcheck": ("bridge.gradient_check", "gradcheck"),
     "compare_jacobians": ("bridge.gradient_check", "compare_jacobians"),
     "global_variables_initializer": ("bridge.builders", "global_variables_initializer"),
+    "global_variables": ("bridge.builders", "global_variables"),
+    "trainable_variables": ("bridge.builders", "trainable_variables"),
+    "train": ("bridge.train", None),
+    "nn": ("bridge.nn", None),
+    "layers": ("bridge.layers", None),
+    "losses": ("bridge.losses", None),
+    "initializers": ("bridge.initializers", None),
+    "set_random_seed": ("bridge.random_seed", "set_random_seed"),
 }
 
 
@@ -52,6 +61,14 @@ def _julia_session_runner():
 
 
 _session.set_julia_thread_runner(_julia_session_runner)
+
+
+def _load_op_folder(folder):
+    """An op folder in load_saved_model(op_libraries=...) loads through the custom-op tools, imported only then."""
+    return __getattr__("customop").load(folder)
+
+
+_saved_model_load.set_op_folder_loader(_load_op_folder)
 
 
 def __getattr__(name: str):

@@ -39,6 +39,12 @@ def is_registered(op_type: str) -> bool:
     return True
 
 
+def loaded_libraries() -> dict[str, frozenset[str]]:
+    """The libraries :func:`load_op_library` loaded: resolved path -> the op types each registers."""
+    with _lock:
+        return {path: frozenset(module.OP_TYPES.values()) for path, module in _modules.items()}
+
+
 def is_loaded(path: Union[str, os.PathLike]) -> bool:
     """Whether the library at ``path`` was loaded by :func:`load_op_library`."""
     return str(Path(path).expanduser().resolve()) in _modules

@@ -8,23 +8,48 @@ or TF1's main op / legacy init op), which fills lookup tables.  TF2
 signatures read their inputs from placeholders named
 ``<signature>_<input>`` and their outputs from a ``StatefulPartitionedCall``
 of the traced function.
+
+A graph that uses ops of custom op libraries (Julia ops among them) loads
+once those libraries are: ``op_libraries`` lists them (built libraries, op
+folders, or what ``bridge.customop.load`` returned).  A SavedModel written by
+``bridge.saved_model.save`` records which library each such op type came
+from (``assets.extra/bridge_op_libraries.json``), so a load without it names
+the library to pass.
 """
 from __future__ import annotations
 
+import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
-from . import _proto as pb
-from . import buffers
-from ._lib import ffi, lib
-from .errors import check, status
-from .graph import Graph, Operation, Output
-from .session import Session, SessionConfig, session_options
+from .. import _proto as pb
+from .. import buffers, errors
+from .._lib import ffi, lib
+from ..errors import check, status
+from ..graph import Graph, Operation, Output
+from ..op_library import is_loaded, load_op_library
+from ..session import Session, SessionConfig, session_options
 
 #: The signature under which TF2 records the op that initializes tables (the
 #: loader runs it; it is not a signature to call).
 INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
+
+#: Where bridge.saved_model.save records the op libraries the graph's op types came from.
+OP_LIBRARIES_RECORD = Path("assets.extra") / "bridge_op_libraries.json"
+
+# Loads an op folder (a Julia op: spec, Julia file, build).  The custom-op
+# tools sit above the binding (they start Julia), so the package registers
+# this hook (bridge/__init__.py) rather than the binding importing them.
+_op_folder_loader: Optional[Callable[[Path], Any]] = None
+
+
+def set_op_folder_loader(loader: Optional[Callable[[Path], Any]]) -> None:
+    """Register how an op folder named in ``op_libraries`` is loaded (``bridge.customop.load``)."""
+    global _op_folder_loader
+    _op_folder_loader = loader
 
 
 @dataclass
@@ -98,21 +123,86 @@ def _tensor_infos(buf: list, graph: Graph) -> tuple[dict[str, Output], dict[str,
     return tensors, operations, unsupported
 
 
+def _load_op_libraries(op_libraries: Sequence[Any]) -> None:
+    """Load each entry: a built op library (a file), an op folder, or a
+    module that load_op_library / bridge.customop.load returned."""
+    if isinstance(op_libraries, (str, os.PathLike)):
+        op_libraries = [op_libraries]
+    for entry in op_libraries:
+        if hasattr(entry, "LIBRARY_PATH") and hasattr(entry, "OP_TYPES"):
+            if not is_loaded(entry.LIBRARY_PATH):
+                load_op_library(entry.LIBRARY_PATH)
+            continue
+        if not isinstance(entry, (str, os.PathLike)):
+            raise TypeError(f"load_saved_model: op_libraries entry {entry!r} is neither a path (a built op library "
+                            "or an op folder) nor what bridge.customop.load returned")
+        path = Path(entry)
+        if path.is_dir():
+            if _op_folder_loader is None:
+                raise RuntimeError(f"load_saved_model: the op folder {path} needs bridge.customop to load it, "
+                                   "and none is registered; pass bridge.customop.load(folder) instead")
+            _op_folder_loader(path)
+        elif path.is_file():
+            load_op_library(path)
+        else:
+            raise FileNotFoundError(f"load_saved_model: op library '{entry}' not found (op_libraries takes built "
+                                    "op libraries, op folders, or what bridge.customop.load returned)")
+
+
+def recorded_op_libraries(export_dir: Union[str, Path]) -> list[dict]:
+    """The op libraries bridge.saved_model.save recorded for the model
+    (``library``, ``folder``, ``op_types``, ``used``), or [] when none are."""
+    path = Path(export_dir) / OP_LIBRARIES_RECORD
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    libraries = record.get("libraries") if isinstance(record, dict) else None
+    return [lib for lib in libraries if isinstance(lib, dict)] if isinstance(libraries, list) else []
+
+
+def _unregistered_op_error(export_dir: Path, op_type: str, cause: errors.OpError) -> errors.NotFoundError:
+    origin = next((lib for lib in recorded_op_libraries(export_dir) if op_type in lib.get("op_types", ())), None)
+    if origin is None:
+        where = ("pass the library that defines it in op_libraries: its op folder, the built library, or what "
+                 "bridge.customop.load returned")
+    else:
+        source = origin.get("folder") or origin.get("library")
+        where = (f"when the model was saved it came from the op library {origin.get('library')}"
+                 + (f" (op folder {origin['folder']})" if origin.get("folder") else "")
+                 + f": pass it, as load_saved_model({str(export_dir)!r}, op_libraries=[{str(source)!r}]) "
+                 "(or what bridge.customop.load returned)")
+    return errors.NotFoundError(f"SavedModel {export_dir} uses the op type '{op_type}', which is not registered "
+                                f"in this process; {where}.  (TensorFlow: {cause.message})")
+
+
 def load_saved_model(export_dir: Union[str, Path], tags: Sequence[str] = ("serve",),
-                     config: Union[SessionConfig, bytes, dict, None] = None) -> SavedModel:
+                     config: Union[SessionConfig, bytes, dict, None] = None,
+                     op_libraries: Sequence[Any] = ()) -> SavedModel:
     """Load a SavedModel into a new graph and session: variables are restored
     and the init op has run.  ``signatures`` holds the callable signatures
-    (TF2's ``__saved_model_init_op`` is ``init_op`` instead)."""
+    (TF2's ``__saved_model_init_op`` is ``init_op`` instead).
+
+    ``op_libraries``: the custom op libraries the graph needs, loaded first:
+    paths of built libraries (``lib<Op>.so``) or op folders (Julia ops), or
+    modules ``bridge.customop.load`` / ``bridge.load_op_library`` returned."""
     export_dir = Path(export_dir)
     if not export_dir.is_dir():
         raise FileNotFoundError(f"SavedModel folder not found: {export_dir}")
+    _load_op_libraries(op_libraries)
     graph = Graph()
     c_tags = [ffi.new("char[]", t.encode()) for t in tags]
     meta = ffi.gc(lib.TF_NewBuffer(), lib.TF_DeleteBuffer)
     s = status()
     ptr = lib.TF_LoadSessionFromSavedModel(session_options(config), ffi.NULL, str(export_dir).encode(),
                                            ffi.new("char*[]", c_tags), len(c_tags), graph._ptr, meta, s.ptr)
-    check(s, f"loading SavedModel {export_dir} with tags {list(tags)}")
+    try:
+        check(s, f"loading SavedModel {export_dir} with tags {list(tags)}")
+    except errors.OpError as exc:
+        unregistered = re.search(r"Op type not registered '([^']+)'", exc.message)
+        if unregistered:
+            raise _unregistered_op_error(export_dir, unregistered.group(1), exc) from exc
+        raise
     session = Session(graph, config, _ptr=ptr)
     for op in graph:
         graph._names_in_use.setdefault(op.name.lower(), 1)

@@ -1,0 +1,427 @@
+"""TensorFlow's V2 checkpoints: ``Saver`` and ``latest_checkpoint``, as ``tf.compat.v1.train`` has them.
+
+A Saver builds its ops once, under a ``save`` name scope, laid out as
+TensorFlow's Saver lays out a sharded V2 checkpoint (the kind TF's
+SavedModel builder writes):
+
+- ``save/Const``, the checkpoint prefix to feed (a PlaceholderWithDefault);
+- saving: ``SaveV2`` writes ``<prefix>_temp/part-00000-of-00001``, then
+  ``MergeV2Checkpoints`` moves it to ``<prefix>.index`` and
+  ``<prefix>.data-00000-of-00001`` and removes the temporary folder, and
+  ``save/Identity`` returns the prefix.  So a save that fails leaves the
+  previous checkpoint of the same prefix as it was;
+- restoring: one ``RestoreV2`` and an ``AssignVariableOp`` per variable,
+  grouped in ``save/restore_all``.
+
+``save`` and ``restore`` are one ``Session.run`` each; ``as_saver_def()``
+names these ops for a MetaGraphDef.  Checkpoint keys are the variables'
+names ("dense/kernel"), as TF's Saver keys resource variables.  Before a
+restore changes anything, the checkpoint's index is checked against the
+variables (names, dtypes, shapes; :mod:`bridge.train.bundle`).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from .. import _proto as pb
+from .. import errors, ops
+from ..attrs import Shape
+from ..builders import Variable, constant, global_variables
+from ..graph import Graph, Operation, Output
+from ..session import Session
+from .bundle import BundleFormatError, read_index
+
+#: The file beside the checkpoints that names the newest ones.
+CHECKPOINT_STATE_FILE = "checkpoint"
+_SAVER_DEF_V2 = 2                      # SaverDef.CheckpointFormatVersion.V2
+_KEEP_EVERY_N_HOURS = 10000.0          # TF's default, which keeps nothing extra
+
+VarList = Union[None, Sequence[Variable], Mapping[str, Variable]]
+PathLike = Union[str, os.PathLike]
+
+
+def _variables_by_key(var_list: VarList) -> dict[str, Variable]:
+    """Checkpoint key -> Variable, sorted by key as TF's Saver orders them."""
+    if var_list is None:
+        var_list = global_variables()
+    if isinstance(var_list, Mapping):
+        items = list(var_list.items())
+    elif isinstance(var_list, (list, tuple)):
+        items = [(getattr(v, "name", None), v) for v in var_list]
+    else:
+        raise TypeError(f"Saver: var_list must be None, a list of Variables or a dict name -> Variable, "
+                        f"not {type(var_list).__name__}")
+    by_key: dict[str, Variable] = {}
+    for key, var in items:
+        if not isinstance(var, Variable):
+            raise TypeError(f"Saver: var_list holds {var!r} ({type(var).__name__}), not a bridge.Variable")
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"Saver: checkpoint names must be non-empty strings, got {key!r} for {var!r}")
+        if key in by_key:
+            raise ValueError(f"Saver: two variables would be saved under the name '{key}' "
+                             f"({by_key[key]!r} and {var!r})")
+        by_key[key] = var
+    return dict(sorted(by_key.items()))
+
+
+def _shape_text(shape: Shape) -> str:
+    if shape.unknown_rank:
+        return "<unknown shape>"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _compatible(stored: Shape, wanted: Shape) -> bool:
+    if stored.unknown_rank or wanted.unknown_rank:
+        return True
+    return len(stored) == len(wanted) and all(a is None or b is None or a == b for a, b in zip(stored, wanted))
+
+
+class Saver:
+    """Saves and restores variables as TensorFlow's V2 checkpoints.
+
+    ``var_list``: None (every global variable of the default graph), a list
+    of Variables (saved under their names) or a dict checkpoint name ->
+    Variable.  ``max_to_keep``: how many recent checkpoints stay on disk
+    (None or 0: all, the state file naming only the newest, as TF does)."""
+
+    def __init__(self, var_list: VarList = None, max_to_keep: Optional[int] = 5, name: Optional[str] = None,
+                 allow_empty: bool = False):
+        self._variables = _variables_by_key(var_list)
+        self.max_to_keep = max_to_keep
+        self._last: list[tuple[str, float]] = []   # (prefix, time saved), oldest first
+        self._lock = threading.Lock()
+        if not self._variables:
+            if not allow_empty:
+                raise ValueError("Saver: no variables to save (pass allow_empty=True for a Saver that does nothing)")
+            self.graph: Optional[Graph] = None
+            return
+        graphs = {id(v.graph): v.graph for v in self._variables.values()}
+        if len(graphs) > 1:
+            raise ValueError("Saver: the variables belong to different graphs: "
+                             + ", ".join(f"'{k}'" for k in self._variables))
+        self.graph = next(iter(graphs.values()))
+        self._build(name)
+
+    # --- the graph ---------------------------------------------------------------
+    def _build(self, name: Optional[str]) -> None:
+        g = self.graph
+        keys = list(self._variables)
+        variables = list(self._variables.values())
+        slices = [""] * len(keys)
+        # Saving never waits on the caller's control dependencies, and sits at the root device.
+        with g.as_default(), g.control_dependencies(None), g.device(None), g.name_scope(name or "save"):
+            filename = ops.placeholder_with_default("model", shape=[], name="filename")
+            self._filename = ops.placeholder_with_default(filename, shape=[], name="Const")
+            # As TF: S3 has no folders, so there the temporary shard sits beside the prefix.
+            on_s3 = ops.static_regex_full_match(self._filename, pattern="^s3://.*")
+            suffix = ops.select(on_s3, constant(".part"), constant("_temp/part"))
+            temp_prefix = ops.string_join([self._filename, suffix])
+            num_shards = constant(np.int32(1), name="num_shards")
+            shard = ops.sharded_filename(temp_prefix, constant(np.int32(0), name="ShardedFilename/shard"),
+                                         num_shards, name="ShardedFilename")
+            save_op = ops.save_v2(shard, keys, slices, [v.value() for v in variables], name="SaveV2")
+            with g.control_dependencies([save_op]):
+                written = ops.identity(shard, name="control_dependency")
+            with g.control_dependencies([written]):
+                shards = ops.pack([shard], name="MergeV2Checkpoints/checkpoint_prefixes")
+                merge = ops.merge_v2_checkpoints(shards, self._filename, delete_old_dirs=True,
+                                                 name="MergeV2Checkpoints")
+                with g.control_dependencies([merge]):
+                    self._save_tensor = ops.identity(self._filename, name="Identity")
+            restored = ops.restore_v2(self._filename, keys, slices, dtypes=[v.dtype for v in variables],
+                                      name="RestoreV2")
+            assigns = [ops.assign_variable_op(v.handle, ops.identity(t)) for v, t in zip(variables, restored)]
+            with g.control_dependencies(assigns):
+                shard_restored = ops.no_op(name="restore_shard")
+            with g.control_dependencies([shard_restored]):
+                self._restore_op: Operation = ops.no_op(name="restore_all")
+
+    @property
+    def variables(self) -> dict[str, Variable]:
+        """Checkpoint name -> Variable, in the order saved."""
+        return dict(self._variables)
+
+    def as_saver_def(self) -> bytes:
+        """The serialized SaverDef naming this Saver's ops (for a MetaGraphDef)."""
+        if self.graph is None:
+            raise ValueError("Saver: an empty Saver (allow_empty=True without variables) has no SaverDef")
+        return (pb.field_bytes(1, self._filename.name) + pb.field_bytes(2, self._save_tensor.name)
+                + pb.field_bytes(3, self._restore_op.name) + pb.field_varint(4, self.max_to_keep or 0)
+                + pb.field_varint(5, 1) + pb.field_float(6, _KEEP_EVERY_N_HOURS)
+                + pb.field_varint(7, _SAVER_DEF_V2))
+
+    def _check_session(self, sess: Session, what: str) -> None:
+        if not isinstance(sess, Session):
+            raise TypeError(f"Saver.{what}: sess must be a bridge.Session, not {type(sess).__name__}")
+        if sess.graph is not self.graph:
+            raise ValueError(f"Saver.{what}: the session runs another graph than the Saver's variables'")
+
+    # --- saving ----------------------------------------------------------------
+    def save(self, sess: Session, save_path: PathLike, global_step: Any = None,
+             latest_filename: Optional[str] = None, write_state: bool = True) -> Optional[str]:
+        """Write the variables to the checkpoint ``save_path`` (with
+        ``-<global_step>`` appended when given: an int, or a Variable or
+        Output to read) and return its prefix.  Updates the state file
+        ``latest_filename`` ("checkpoint") beside it, and deletes the
+        checkpoints beyond ``max_to_keep``."""
+        prefix = os.fspath(save_path)
+        if global_step is not None:
+            prefix = f"{prefix}-{self._step(sess, global_step)}"
+        if self.graph is None:
+            return None
+        self._check_session(sess, "save")
+        parent = os.path.dirname(prefix) or "."
+        if not os.path.isdir(parent):
+            raise ValueError(f"Saver.save: the folder of {prefix}, {parent}, does not exist")
+        try:
+            result = sess.run(self._save_tensor, {self._filename: prefix})
+        except errors.OpError as exc:
+            # SaveV2 wrote (if anything) into the temporary shard folder: clear it away.
+            temp = prefix + "_temp"
+            if os.path.isdir(temp):
+                shutil.rmtree(temp, ignore_errors=True)
+            raise type(exc)(f"saving checkpoint '{prefix}' failed (a checkpoint saved there before "
+                            f"is unchanged): {exc.message}") from exc
+        result = np.asarray(result).item()
+        prefix = result.decode() if isinstance(result, bytes) else str(result)
+        if write_state:
+            with self._lock:
+                doomed = self._record(prefix)
+                self._write_state(prefix, latest_filename)
+                for old in doomed:
+                    _delete_checkpoint(old)
+        return prefix
+
+    def _step(self, sess: Session, global_step: Any) -> int:
+        if isinstance(global_step, (Variable, Output)):
+            self._check_session(sess, "save")
+            value = sess.run(global_step.value() if isinstance(global_step, Variable) else global_step)
+        else:
+            value = global_step
+        value = np.asarray(value)
+        if value.shape != () or value.dtype.kind not in "iu":
+            raise TypeError(f"Saver.save: global_step must be an integer (or an integer Variable or Output), "
+                            f"got {global_step!r}")
+        return int(value)
+
+    def _record(self, prefix: str) -> list[str]:
+        """Put ``prefix`` last among the kept checkpoints; return those to delete."""
+        if not self.max_to_keep:
+            return []
+        self._last = [(p, t) for p, t in self._last if p != prefix]
+        self._last.append((prefix, time.time()))
+        doomed = []
+        while len(self._last) > self.max_to_keep:
+            doomed.append(self._last.pop(0)[0])
+        return doomed
+
+    def _write_state(self, prefix: str, latest_filename: Optional[str]) -> None:
+        folder = os.path.dirname(prefix) or "."
+        kept = self._last or [(prefix, time.time())]
+        write_checkpoint_state(folder, prefix, [p for p, _ in kept], [t for _, t in kept],
+                               latest_filename or CHECKPOINT_STATE_FILE)
+
+    @property
+    def last_checkpoints(self) -> list[str]:
+        """The checkpoints this Saver keeps (not deleted yet), oldest first."""
+        return [p for p, _ in self._last]
+
+    def recover_last_checkpoints(self, checkpoint_paths: Sequence[PathLike]) -> None:
+        """Take over checkpoints saved earlier (those that still exist), as the oldest kept ones."""
+        found = [os.fspath(p) for p in checkpoint_paths if checkpoint_exists(p)]
+        now = time.time()
+        with self._lock:
+            self._last = [(p, now) for p in found] + [(p, t) for p, t in self._last if p not in found]
+
+    # --- restoring -------------------------------------------------------------
+    def restore(self, sess: Session, save_path: Optional[PathLike]) -> None:
+        """Assign every variable its value from the checkpoint ``save_path`` (a prefix).
+
+        Refused before any variable changes when the checkpoint lacks one of
+        the names or holds another dtype or shape for it."""
+        if save_path is None:
+            raise ValueError("Saver.restore: save_path is None (latest_checkpoint found no checkpoint?)")
+        prefix = os.fspath(save_path)
+        if self.graph is None:
+            return
+        self._check_session(sess, "restore")
+        if not checkpoint_exists(prefix):
+            hint = (f"; {prefix} is a folder: bridge.train.latest_checkpoint({prefix!r}) names its newest "
+                    "checkpoint" if os.path.isdir(prefix) else "")
+            raise ValueError(f"Saver.restore: '{prefix}' is not a checkpoint (no file {prefix}.index){hint}")
+        self._check_index(prefix)
+        try:
+            sess.run(self._restore_op, {self._filename: prefix})
+        except errors.OpError as exc:
+            raise type(exc)(f"restoring checkpoint '{prefix}' failed: {exc.message}") from exc
+
+    def _check_index(self, prefix: str) -> None:
+        try:
+            entries = read_index(prefix)
+        except (BundleFormatError, OSError):
+            return   # RestoreV2 reports what it finds wrong
+        missing = [k for k in self._variables if k not in entries]
+        if missing:
+            held = sorted(entries)
+            shown = ", ".join(held[:20]) + (f", ... ({len(held)} in all)" if len(held) > 20 else "")
+            raise errors.NotFoundError(
+                f"checkpoint '{prefix}' has no variable named {', '.join(repr(k) for k in missing)}; "
+                f"it holds: {shown or 'nothing'}")
+        problems = []
+        for key, var in self._variables.items():
+            entry = entries[key]
+            if entry.dtype != var.dtype or not _compatible(entry.shape, var.shape):
+                graph_side = f"the graph's variable '{var.name}'" if var.name != key else "the variable"
+                problems.append(f"'{key}' is {entry.dtype.name} {_shape_text(entry.shape)} there, but "
+                                f"{graph_side} is {var.dtype.name} {_shape_text(var.shape)}")
+        if problems:
+            raise errors.InvalidArgumentError(f"checkpoint '{prefix}' does not fit the Saver's variables: "
+                                              + "; ".join(problems))
+
+
+# --- checkpoint files and the state file --------------------------------------------
+
+def checkpoint_exists(prefix: PathLike) -> bool:
+    """Whether the V2 checkpoint ``prefix`` exists (its .index file)."""
+    return os.path.isfile(f"{os.fspath(prefix)}.index")
+
+
+def _delete_checkpoint(prefix: str) -> None:
+    for path in [f"{prefix}.index", f"{prefix}.meta"] + glob.glob(f"{glob.escape(prefix)}.data-?????-of-?????"):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def list_variables(ckpt: PathLike) -> list[tuple[str, list[Optional[int]]]]:
+    """(name, shape) of every tensor in a checkpoint (a prefix, or a folder
+    with a state file), sorted by name, as ``tf.train.list_variables``."""
+    prefix = os.fspath(ckpt)
+    if os.path.isdir(prefix):
+        found = latest_checkpoint(prefix)
+        if found is None:
+            raise ValueError(f"list_variables: no checkpoint in the folder {prefix}")
+        prefix = found
+    return [(name, list(entry.shape)) for name, entry in sorted(read_index(prefix).items())]
+
+
+def _escape(text: str) -> str:
+    """A text-format string literal's body (C escapes, as protobuf's CEscape)."""
+    out = []
+    for byte in text.encode():
+        ch = chr(byte)
+        if ch in "\"'\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return "".join(out)
+
+
+def _unescape(body: str) -> str:
+    return body.encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8")
+
+
+@dataclass
+class CheckpointState:
+    """The state file's content (TF's CheckpointState), paths joined to its folder."""
+    model_checkpoint_path: str = ""
+    all_model_checkpoint_paths: list[str] = field(default_factory=list)
+    all_model_checkpoint_timestamps: list[float] = field(default_factory=list)
+    last_preserved_timestamp: float = 0.0
+
+
+def write_checkpoint_state(folder: PathLike, model_checkpoint_path: str, all_model_checkpoint_paths: Sequence[str],
+                           timestamps: Sequence[float] = (), latest_filename: str = CHECKPOINT_STATE_FILE) -> Path:
+    """Write ``folder/latest_filename`` in TF's text format, replacing it in
+    one step; paths inside ``folder`` are written relative to it (so the
+    folder can move), others as given."""
+    folder = Path(os.fspath(folder) or ".")
+
+    def shown(path: str) -> str:
+        p = Path(path)
+        try:
+            return os.fspath(p.resolve().relative_to(folder.resolve()))
+        except ValueError:
+            return path
+
+    lines = [f'model_checkpoint_path: "{_escape(shown(model_checkpoint_path))}"']
+    lines += [f'all_model_checkpoint_paths: "{_escape(shown(p))}"' for p in all_model_checkpoint_paths]
+    lines += [f"all_model_checkpoint_timestamps: {t!r}" for t in timestamps]
+    if timestamps:
+        lines.append("last_preserved_timestamp: 0.0")
+    target = folder / latest_filename
+    # Not tempfile.mkstemp: its file is private (0600); "x" mode keeps the usual permissions.
+    tmp = folder / f".{latest_filename}.{secrets.token_hex(6)}.tmp"
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return target
+
+
+def get_checkpoint_state(checkpoint_dir: PathLike, latest_filename: Optional[str] = None) -> Optional[CheckpointState]:
+    """The state file of ``checkpoint_dir`` (None if there is none), relative paths joined to the folder."""
+    folder = os.fspath(checkpoint_dir)
+    path = os.path.join(folder, latest_filename or CHECKPOINT_STATE_FILE)
+    if not os.path.isfile(path):
+        return None
+    state = CheckpointState()
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.partition(":")
+            value = value.strip()
+            try:
+                if key in ("model_checkpoint_path", "all_model_checkpoint_paths"):
+                    if not (sep and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'"):
+                        raise ValueError("expected a quoted string")
+                    text = _unescape(value[1:-1])
+                    text = text if os.path.isabs(text) else os.path.join(folder, text)
+                    if key == "model_checkpoint_path":
+                        state.model_checkpoint_path = text
+                    else:
+                        state.all_model_checkpoint_paths.append(text)
+                elif key == "all_model_checkpoint_timestamps":
+                    state.all_model_checkpoint_timestamps.append(float(value))
+                elif key == "last_preserved_timestamp":
+                    state.last_preserved_timestamp = float(value)
+                else:
+                    raise ValueError(f"unknown field '{key}'")
+            except ValueError as exc:
+                raise ValueError(f"checkpoint state file {path}, line {number}: {exc}: {line!r}") from None
+    return state
+
+
+def latest_checkpoint(checkpoint_dir: PathLike, latest_filename: Optional[str] = None) -> Optional[str]:
+    """The prefix of the newest checkpoint the state file in ``checkpoint_dir``
+    names, or None when there is none (or its files are gone)."""
+    state = get_checkpoint_state(checkpoint_dir, latest_filename)
+    if state is None or not state.model_checkpoint_path:
+        return None
+    prefix = state.model_checkpoint_path
+    return prefix if checkpoint_exists(prefix) else None

@@ -1,0 +1,307 @@
+"""bridge.train.Saver writes V2 checkpoints stock TensorFlow reads, and
+restores the ones TF's tf.compat.v1.train.Saver writes (the checkpoints
+oracle), values exact; max_to_keep, the state file, latest_checkpoint,
+restore errors, and a failed save leaving the previous checkpoint intact."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import _proto as pb
+from bridge import errors, train
+
+#: Every dtype the issue names, a scalar and 3-D ones among them, names with scopes.
+VALUES = {
+    "dense/kernel": np.linspace(-1.5, 2.25, 12, dtype=np.float32).reshape(3, 4),
+    "dense/bias": np.array([0.1, -0.2, 1e-30, 3.4e38], np.float32),
+    "scale": np.float64(np.pi),
+    "block/conv/weights": (np.arange(24, dtype=np.float64).reshape(2, 3, 4) / 7.0 - 1.0),
+    "counts": np.array([[2**40 + 3, -(2**50)], [0, 9_007_199_254_740_993]], np.int64),
+    "steps": np.array([-2**31, 2**31 - 1, 0, 5, -7], np.int32),
+    "mask": np.array([[[True, False], [False, True]], [[True, True], [False, False]]]),
+}
+
+
+def _graph(values: dict, zeros: bool = False) -> tuple[bridge.Graph, dict, bridge.Operation]:
+    """A graph holding a Variable per entry (zeros of its dtype and shape with ``zeros``)."""
+    g = bridge.Graph()
+    with g.as_default():
+        variables = {name: bridge.Variable(np.zeros_like(v) if zeros else v, name=name)
+                     for name, v in values.items()}
+        init = bridge.global_variables_initializer()
+    return g, variables, init
+
+
+def _read_all(sess: bridge.Session, variables: dict) -> dict:
+    with sess.graph.as_default():
+        reads = {name: v.read_value() for name, v in variables.items()}
+    return {k: np.array(v) for k, v in sess.run(reads).items()}
+
+
+def _assert_exact(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for name, value in want.items():
+        value = np.asarray(value)
+        assert got[name].dtype == value.dtype and got[name].shape == value.shape, name
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def _saved(tmp_path: Path, values: dict = VALUES, step: int = 3, **saver_args):
+    g, variables, init = _graph(values)
+    with g.as_default():
+        saver = train.Saver(**saver_args)
+    sess = bridge.Session(g)
+    sess.run(init)
+    prefix = saver.save(sess, tmp_path / "model.ckpt", global_step=step)
+    return g, variables, saver, sess, prefix
+
+
+# --- the bridge writes, stock TF reads ------------------------------------------------
+
+def _state_for_oracle(text: str) -> str:
+    # Timestamps change every run; fixed ones keep the oracle's answer cached.
+    return re.sub(r"(timestamps?: )\S+", r"\g<1>1700000000.5", text)
+
+
+def test_tensorflow_reads_the_bridges_checkpoint(tmp_path, oracle):
+    _, _, _, sess, prefix = _saved(tmp_path)
+    sess.close()
+    assert prefix == str(tmp_path / "model.ckpt-3")
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model.ckpt-3.data-00000-of-00001", "model.ckpt-3.index"]
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name != "checkpoint"}
+    files["checkpoint"] = _state_for_oracle((tmp_path / "checkpoint").read_text()).encode()
+    got = oracle("checkpoints", {"mode": "read", "files": files, "prefix": "model.ckpt-3"})
+    _assert_exact(got["values"], VALUES)
+    assert got["dtypes"] == {name: np.asarray(v).dtype.name for name, v in VALUES.items()}
+    assert got["shapes"] == {name: list(np.shape(v)) for name, v in VALUES.items()}
+    assert got["list_variables"] == sorted((name, list(np.shape(v))) for name, v in VALUES.items())
+    # TF reads the state file: the newest checkpoint, and the list of kept ones.
+    assert got["latest"] == "model.ckpt-3"
+    assert got["all_model_checkpoint_paths"] == ["model.ckpt-3"]
+    # The bridge's own reading of the index agrees with TF's.
+    assert train.list_variables(prefix) == got["list_variables"]
+    assert train.list_variables(tmp_path) == got["list_variables"]
+
+
+# --- stock TF writes, the bridge restores ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def tf_checkpoints(oracle) -> dict:
+    return oracle("checkpoints", {"mode": "write", "variables": VALUES, "step": 7})
+
+
+@pytest.mark.parametrize("kind", ["prefix", "sharded_prefix"])
+def test_the_bridge_restores_tensorflows_checkpoint(tf_checkpoints, kind):
+    _assert_exact(tf_checkpoints["values"], VALUES)   # what TF held when it saved
+    g, variables, init = _graph(VALUES, zeros=True)
+    with g.as_default():
+        saver = train.Saver()
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        saver.restore(sess, tf_checkpoints[kind])
+        _assert_exact(_read_all(sess, variables), tf_checkpoints["values"])
+
+
+def test_latest_checkpoint_reads_tensorflows_state_file(tf_checkpoints):
+    assert 'model_checkpoint_path: "model.ckpt-7"' in tf_checkpoints["state_file"]
+    assert train.latest_checkpoint(tf_checkpoints["dir"]) == os.path.join(tf_checkpoints["dir"], "model.ckpt-7")
+    assert train.latest_checkpoint(tf_checkpoints["sharded_dir"]) == tf_checkpoints["sharded_prefix"]
+    state = train.get_checkpoint_state(tf_checkpoints["dir"])
+    assert state.all_model_checkpoint_paths == [os.path.join(tf_checkpoints["dir"], "model.ckpt-7")]
+    assert train.list_variables(tf_checkpoints["prefix"]) == sorted(
+        (name, list(np.shape(v))) for name, v in VALUES.items())
+
+
+def test_a_dict_var_list_restores_under_other_names(tf_checkpoints):
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.zeros((3, 4), np.float32), name="w")
+        n = bridge.Variable(np.zeros(5, np.int32), name="n")
+        saver = train.Saver({"dense/kernel": w, "steps": n})
+        init = bridge.global_variables_initializer()
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        saver.restore(sess, tf_checkpoints["prefix"])
+        got = _read_all(sess, {"dense/kernel": w, "steps": n})
+    _assert_exact(got, {"dense/kernel": VALUES["dense/kernel"], "steps": VALUES["steps"]})
+
+
+# --- the graph the Saver builds ------------------------------------------------------------
+
+def test_the_saver_builds_its_ops_once_as_tensorflows_saver(tmp_path):
+    g, _, saver, sess, prefix = _saved(tmp_path, {"a": np.float32(1.0)})
+    count = len(g)
+    saver.save(sess, tmp_path / "again")
+    saver.restore(sess, prefix)
+    assert len(g) == count   # save and restore add nothing to the graph
+    types = {op.name: op.type for op in g}
+    assert types["save/Const"] == "PlaceholderWithDefault"
+    assert types["save/SaveV2"] == "SaveV2" and types["save/MergeV2Checkpoints"] == "MergeV2Checkpoints"
+    assert types["save/RestoreV2"] == "RestoreV2" and types["save/restore_all"] == "NoOp"
+    saver_def = pb.fields(saver.as_saver_def())
+    assert [pb.text(saver_def[i][0]) for i in (1, 2, 3)] == ["save/Const:0", "save/Identity:0", "save/restore_all"]
+    assert saver_def[4] == [5] and saver_def[5] == [1] and saver_def[7] == [2]   # max_to_keep, sharded, V2
+    with g.as_default():
+        second = train.Saver(name="mine")
+    assert pb.text(pb.fields(second.as_saver_def())[1][0]) == "mine/Const:0"
+    sess.close()
+
+
+def test_saver_arguments_are_checked():
+    g = bridge.Graph()
+    with g.as_default():
+        with pytest.raises(ValueError, match="no variables to save"):
+            train.Saver()
+        assert train.Saver(allow_empty=True).save(None, "x") is None
+        a = bridge.Variable(1.0, name="a")
+        with pytest.raises(ValueError, match="two variables would be saved under the name 'a'"):
+            train.Saver([a, a])
+        with pytest.raises(TypeError, match="not a bridge.Variable"):
+            train.Saver([a.value()])
+    with pytest.raises(ValueError, match="different graphs"):
+        other = bridge.Graph()
+        with other.as_default():
+            b = bridge.Variable(2.0, name="b")
+        train.Saver([a, b])
+
+
+# --- max_to_keep, the state file, latest_checkpoint -----------------------------------------
+
+def test_max_to_keep_deletes_the_oldest_checkpoints(tmp_path):
+    g, variables, init = _graph({"v": np.int64(0)})
+    with g.as_default():
+        saver = train.Saver(max_to_keep=2)
+        step = bridge.Variable(np.int64(0), name="global_step")
+        bump = step.assign_add(np.int64(10))
+    with bridge.Session(g) as sess:
+        sess.run([init, step.initializer])
+        for _ in range(4):
+            sess.run(bump)
+            saver.save(sess, tmp_path / "model.ckpt", global_step=step)   # a Variable step is read
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert names == ["checkpoint"] + [f"model.ckpt-{s}.{ext}" for s in (30, 40)
+                                          for ext in ("data-00000-of-00001", "index")]
+        assert saver.last_checkpoints == [str(tmp_path / "model.ckpt-30"), str(tmp_path / "model.ckpt-40")]
+        state = train.get_checkpoint_state(tmp_path)
+        assert state.model_checkpoint_path == str(tmp_path / "model.ckpt-40")
+        assert state.all_model_checkpoint_paths == saver.last_checkpoints
+        assert len(state.all_model_checkpoint_timestamps) == 2
+        # Paths inside the folder are written relative to it, as TF's CheckpointManager does.
+        assert 'model_checkpoint_path: "model.ckpt-40"' in (tmp_path / "checkpoint").read_text()
+        # The state file, replaced in one step, is as readable as the checkpoint TF wrote.
+        assert (tmp_path / "checkpoint").stat().st_mode == (tmp_path / "model.ckpt-40.index").stat().st_mode
+        assert train.latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-40")
+        # Saving an existing prefix again makes it the newest, deleting nothing else.
+        saver.save(sess, tmp_path / "model.ckpt-30")
+        assert saver.last_checkpoints == [str(tmp_path / "model.ckpt-40"), str(tmp_path / "model.ckpt-30")]
+        assert train.latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-30")
+        keep_all = train.Saver([variables["v"]], max_to_keep=None)
+        for s in range(3):
+            keep_all.save(sess, tmp_path / "all", global_step=s, latest_filename="all_state")
+        assert all((tmp_path / f"all-{s}.index").is_file() for s in range(3))
+        assert train.latest_checkpoint(tmp_path, "all_state") == str(tmp_path / "all-2")
+        assert train.latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-30")
+
+
+def test_latest_checkpoint_without_a_checkpoint(tmp_path):
+    assert train.latest_checkpoint(tmp_path) is None
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "gone-5"\n')
+    assert train.latest_checkpoint(tmp_path) is None   # the state file names files that are gone
+    (tmp_path / "checkpoint").write_text("model_checkpoint_path: gone\n")
+    with pytest.raises(ValueError, match="checkpoint state file .*line 1"):
+        train.latest_checkpoint(tmp_path)
+
+
+def test_paths_with_quotes_and_unicode_round_trip_through_the_state_file(tmp_path):
+    folder = tmp_path / 'we"ird \\ pätḣ'
+    folder.mkdir()
+    _, _, _, sess, prefix = _saved(folder, {"a": np.float32(2.0)}, step=1)
+    sess.close()
+    assert train.latest_checkpoint(folder) == prefix
+
+
+# --- restore errors --------------------------------------------------------------------------------
+
+def test_restore_errors_name_the_checkpoint_and_the_variable(tmp_path):
+    g, variables, saver, sess, prefix = _saved(tmp_path, {"dense/kernel": VALUES["dense/kernel"],
+                                                          "steps": VALUES["steps"]})
+    sess.close()
+
+    def restore_into(values: dict, var_list=None):
+        g2, vs, init = _graph(values, zeros=True)
+        with g2.as_default():
+            s = train.Saver(var_list if var_list is None else {k: vs[n] for k, n in var_list.items()})
+        with bridge.Session(g2) as sess2:
+            sess2.run(init)
+            try:
+                s.restore(sess2, prefix)
+            finally:
+                left = _read_all(sess2, vs)
+        return left
+
+    missing = {"dense/kernel": VALUES["dense/kernel"], "dense/bias": VALUES["dense/bias"]}
+    with pytest.raises(errors.NotFoundError, match=r"checkpoint '.*model.ckpt-3' has no variable named "
+                                                   r"'dense/bias'; it holds: dense/kernel, steps"):
+        restore_into(missing)
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=r"'dense/kernel' is float32 \[3, 4\] there, but the variable is float64 \[3, 4\]"):
+        restore_into({"dense/kernel": VALUES["dense/kernel"].astype(np.float64)})
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=r"'steps' is int32 \[5\] there, but the graph's variable 'n' is int32 \[4\]"):
+        restore_into({"n": np.zeros(4, np.int32)}, {"steps": "n"})
+    # A refused restore changes no variable, not even those that would fit.
+    try:
+        restore_into({"dense/kernel": VALUES["dense/kernel"], "steps": np.zeros(3, np.int32)})
+    except errors.InvalidArgumentError:
+        pass
+    g3, vs3, init3 = _graph({"dense/kernel": VALUES["dense/kernel"], "steps": np.zeros(3, np.int32)}, zeros=True)
+    with g3.as_default():
+        s3 = train.Saver()
+    with bridge.Session(g3) as sess3:
+        sess3.run(init3)
+        with pytest.raises(errors.InvalidArgumentError, match="'steps'"):
+            s3.restore(sess3, prefix)
+        assert not _read_all(sess3, vs3)["dense/kernel"].any()
+        with pytest.raises(ValueError, match=r"'.*nothing' is not a checkpoint \(no file .*nothing.index\)"):
+            s3.restore(sess3, tmp_path / "nothing")
+        with pytest.raises(ValueError, match="is a folder: bridge.train.latest_checkpoint"):
+            s3.restore(sess3, tmp_path)
+        with pytest.raises(ValueError, match="save_path is None"):
+            s3.restore(sess3, None)
+
+
+def test_a_corrupt_index_fails_naming_the_checkpoint(tmp_path):
+    g, _, saver, sess, prefix = _saved(tmp_path, {"a": np.float32(1.0)})
+    Path(prefix + ".index").write_bytes(b"not an index at all" * 8)
+    with pytest.raises(errors.OpError, match=f"restoring checkpoint '{re.escape(prefix)}' failed"):
+        saver.restore(sess, prefix)
+    sess.close()
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path):
+    values = {"a": np.arange(3, dtype=np.float32), "b": np.float64(2.5)}
+    g, variables, init = _graph(values)
+    with g.as_default():
+        saver = train.Saver()
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        prefix = saver.save(sess, tmp_path / "model.ckpt")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with bridge.Session(g) as fresh:
+        fresh.run(variables["a"].assign(np.full(3, 9.0, np.float32)))   # "b" stays uninitialized
+        with pytest.raises(errors.FailedPreconditionError,
+                           match=r"saving checkpoint '.*model.ckpt' failed \(a checkpoint saved there before "
+                                 r"is unchanged\)"):
+            saver.save(fresh, tmp_path / "model.ckpt")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before   # no temporary folder left either
+    with bridge.Session(g) as sess:
+        saver.restore(sess, prefix)
+        _assert_exact(_read_all(sess, variables), values)
+    with pytest.raises(ValueError, match="does not exist"):
+        with bridge.Session(g) as sess:
+            saver.save(sess, tmp_path / "no" / "such" / "folder" / "model.ckpt")
