@@ -64,6 +64,7 @@ $(JULIA_DEPOT_MIRROR)/.mirror-of: julia/mirror_julia_depot.py $(SHARED_JULIA_DEP
 
 demo: setup julia-packages
 	$(PY) examples/twolayer/run.py
+	$(PY) examples/inverse_diffusion/run.py
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
 test: setup julia-packages
