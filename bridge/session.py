@@ -1,9 +1,10 @@
 """Session: runs a graph (TF_Session)."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from . import _proto as pb
 from ._lib import CTypes as C
@@ -159,6 +160,32 @@ def _value(ptr):
     return to_numpy(owner, owner)
 
 
+class _RunPlan:
+    """What a run's fetches and fed tensors come to, worked out once: the
+    fetch structure, the C arrays naming fed, fetched and target operations,
+    and how each fed tensor is named and shaped for conversion errors.  The
+    arrays are only read by TF_SessionRun, so threads may share a plan."""
+
+    def __init__(self, session: "Session", fetches: Any, feed_keys: Iterable[Any]):
+        graph = session.graph
+        self.fetch = _FetchPlan(graph, fetches)
+        self.feed_outputs: list[Output] = []
+        for key in feed_keys:
+            out = key if type(key) is Output and key.op.graph is graph else graph.as_graph_element(key)
+            if not isinstance(out, Output):
+                raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
+            self.feed_outputs.append(out)
+        self.feed_targets = [session._feed_target(out) for out in self.feed_outputs]
+        self.c_in = ffi.new(C.output_array, len(self.feed_outputs) or 1)
+        for i, out in enumerate(self.feed_outputs):
+            self.c_in[i].oper, self.c_in[i].index = out.op._ptr, out.index
+        self.c_out = ffi.new(C.output_array, len(self.fetch.outputs) or 1)
+        for i, out in enumerate(self.fetch.outputs):
+            self.c_out[i].oper, self.c_out[i].index = out.op._ptr, out.index
+        self.c_tg = (ffi.new(C.operation_ptr_array, [op._ptr for op in self.fetch.targets])
+                     if self.fetch.targets else ffi.NULL)
+
+
 class Session:
     """Runs operations of a graph.
 
@@ -211,43 +238,60 @@ class Session:
         KeyboardInterrupt the same way.  ``run_options``: serialized
         RunOptions.
         """
+        feeds = feed_dict or {}
+        with self._in_flight():
+            plan = _RunPlan(self, fetches, feeds)
+            return self._execute(plan, feeds.values(), run_options, timeout)
+
+    def make_callable(self, fetches: Any, feed_list: Sequence[Any] = ()) -> Callable[..., Any]:
+        """A function running ``fetches`` with ``feed_list``'s tensors fed by
+        its positional arguments, as TF's ``Session.make_callable``: what
+        ``run`` works out from its arguments (the fetch structure, the fed
+        and fetched tensors) is worked out once, so a loop that runs the same
+        step many times pays less per run.  The function also takes
+        ``run_options=`` and ``timeout=`` as ``run`` does, and may be called
+        from several threads."""
+        with self._in_flight():
+            plan = _RunPlan(self, fetches, list(feed_list))
+        n = len(plan.feed_outputs)
+
+        def call(*values: Any, run_options: Optional[bytes] = None, timeout: Optional[float] = None) -> Any:
+            if len(values) != n:
+                raise TypeError(f"this callable feeds {n} tensor(s) "
+                                f"({', '.join(t.name for t in plan.feed_outputs) or 'none'}), got {len(values)} "
+                                "value(s)")
+            with self._in_flight():
+                return self._execute(plan, values, run_options, timeout)
+        return call
+
+    @contextlib.contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        """Count a run in flight (close() waits for it); refuse it once closed."""
         with self._runs_lock:
             if self._closed:
                 raise RuntimeError("attempted to use a closed Session")
             self._runs_in_flight += 1
         try:
-            return self._run(fetches, feed_dict, run_options, timeout)
+            yield
         finally:
             with self._runs_lock:
                 self._runs_in_flight -= 1
                 if not self._runs_in_flight:
                     self._runs_lock.notify_all()
 
-    def _run(self, fetches: Any, feed_dict: Optional[dict], run_options: Optional[bytes],
-             timeout: Optional[float]) -> Any:
-        plan = _FetchPlan(self.graph, fetches)
-        feeds = feed_dict or {}
-        n_in, n_out, n_tg = len(feeds), len(plan.outputs), len(plan.targets)
-        c_in = ffi.new(C.output_array, n_in or 1)
+    def _execute(self, plan: "_RunPlan", values: Iterable[Any], run_options: Optional[bytes],
+                 timeout: Optional[float]) -> Any:
+        n_in, n_out, n_tg = len(plan.feed_outputs), len(plan.fetch.outputs), len(plan.fetch.targets)
         c_in_vals = ffi.new(C.tensor_ptr_array, n_in or 1)
         held = []
-        for i, (key, value) in enumerate(feeds.items()):
-            out = key if type(key) is Output and key.op.graph is self.graph else self.graph.as_graph_element(key)
-            if not isinstance(out, Output):
-                raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
-            target = self._feed_target(out)
+        for i, (value, out, target) in enumerate(zip(values, plan.feed_outputs, plan.feed_targets)):
             if isinstance(value, Tensor):
                 t = self._check_tensor_feed(value, out, target)
             else:
                 t = Tensor._for_feed(value, out.dtype, target[0], target[1])
             held.append(t)
-            c_in[i].oper, c_in[i].index = out.op._ptr, out.index
             c_in_vals[i] = t._ptr
-        c_out = ffi.new(C.output_array, n_out or 1)
-        for i, out in enumerate(plan.outputs):
-            c_out[i].oper, c_out[i].index = out.op._ptr, out.index
         c_out_vals = ffi.new(C.tensor_ptr_array, n_out or 1)
-        c_tg = ffi.new(C.operation_ptr_array, [op._ptr for op in plan.targets]) if n_tg else ffi.NULL
         opts = ffi.NULL
         if timeout is not None:
             if timeout <= 0:
@@ -262,7 +306,8 @@ class Session:
             raw = ffi.new(C.char_array, run_options)
             opts.data, opts.length = raw, len(run_options)
         s = status()
-        args = (self._ptr, opts, c_in, c_in_vals, n_in, c_out, c_out_vals, n_out, c_tg, n_tg, ffi.NULL, s.ptr)
+        args = (self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
+                ffi.NULL, s.ptr)
         if self._runner is not None:
             self._reap_detached(wait=False)
             abandoned = self._runner.run(*args, timeout=_timeout_of(run_options))
@@ -272,7 +317,8 @@ class Session:
                 forget_thread_status(s)
                 # Still going on Julia's thread: everything it uses stays alive until it is over.
                 with self._runs_lock:
-                    self._detached.append((handle, (args, held, raw if run_options else None, s), c_out_vals, n_out))
+                    self._detached.append((handle, (args, held, plan, raw if run_options else None, s),
+                                           c_out_vals, n_out))
                 if why == "deadline":
                     raise DeadlineExceededError(f"Session.run: deadline of {_timeout_of(run_options):g} s exceeded; "
                                                 "its Julia ops were abandoned and their outputs are discarded")
@@ -288,8 +334,7 @@ class Session:
         if code == 1 and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(errors="replace"):
             raise_pending_signals()
         check(s)
-        values = [_value(c_out_vals[i]) for i in range(n_out)]
-        return plan.rebuild(values)
+        return plan.fetch.rebuild([_value(c_out_vals[i]) for i in range(n_out)])
 
     def _feed_target(self, out: Output) -> tuple:
         """How conversion errors name the fed tensor ``out``, the shape a value

@@ -19,15 +19,16 @@ TIGHT = {"ftol": 1e-300, "gtol": 1e-12, "maxiter": 5000}
 
 
 class CountingSession(bridge.Session):
-    """A Session that counts its run calls."""
+    """A Session that counts the graph runs it makes (TF_SessionRun calls),
+    whether through run() or a make_callable() function."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.runs = 0
 
-    def run(self, *args, **kwargs):
+    def _execute(self, *args, **kwargs):
         self.runs += 1
-        return super().run(*args, **kwargs)
+        return super()._execute(*args, **kwargs)
 
 
 def rosenbrock(x):

@@ -232,3 +232,43 @@ def test_unknown_rank_and_unknown_dims_accept_any_fitting_shape():
         assert sess.run(out[1], {b: bridge.Tensor(np.zeros((0, 5), np.float32))}).shape == (0, 5)
         with pytest.raises(ValueError, match=r"placeholder 'b:0', which has shape \(\?, \?\)"):
             sess.run(out[1], {b: np.zeros(5)})
+
+
+def test_make_callable_runs_like_run(graph):
+    Pair = namedtuple("Pair", "a b")
+    x, y, sq = (graph.get_tensor_by_name(n) for n in ("x:0", "y:0", "sq:0"))
+    with bridge.Session(graph) as s:
+        step = s.make_callable({"pair": Pair(y, sq), "op": "y"}, [x])
+        for k in range(3):
+            value = np.full((2, 3), float(k))
+            out = step(value)
+            expected = s.run({"pair": Pair(y, sq), "op": "y"}, {x: value})
+            assert isinstance(out["pair"], Pair) and out["op"] is None
+            np.testing.assert_array_equal(out["pair"].b, expected["pair"].b)
+            np.testing.assert_array_equal(out["pair"].a, value)
+        # Feeds are converted and checked as run() checks them, naming the placeholder.
+        with pytest.raises(ValueError, match=r"shape \(2, 4\) to placeholder 'x:0'"):
+            step(np.zeros((2, 4)))
+        with pytest.raises(TypeError, match=r"feeds 1 tensor\(s\) \(x:0\), got 2"):
+            step(np.zeros((2, 3)), np.zeros((2, 3)))
+        with pytest.raises(errors.InvalidArgumentError, match="placeholder"):
+            s.make_callable(y)()  # x is not fed
+        no_feed = s.make_callable([sq], ["x:0"])
+        np.testing.assert_array_equal(no_feed(np.ones((1, 3)))[0], np.ones((1, 3)))
+        # run()'s keywords: a deadline far away, explicit RunOptions.
+        np.testing.assert_array_equal(no_feed(np.ones((1, 3)), timeout=60.0)[0], np.ones((1, 3)))
+        np.testing.assert_array_equal(no_feed(np.ones((1, 3)), run_options=b"")[0], np.ones((1, 3)))
+    with pytest.raises(RuntimeError, match="closed Session"):
+        step(np.zeros((2, 3)))
+
+
+def test_make_callable_from_threads(graph):
+    x, sq = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("sq:0")
+    with bridge.Session(graph) as s:
+        step = s.make_callable(sq, [x])
+
+        def work(i):
+            for k in range(200):
+                value = np.full((4, 3), float(i * 1000 + k))
+                np.testing.assert_array_equal(step(value), value ** 2)
+        run_threads(work, 4)

@@ -103,10 +103,18 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     losses: list[Optional[float]] = []
     step = 0
     stopped = ""
+    # Each step runs the same fetches: one session.make_callable per set of fed tensors.
+    runners: dict[tuple, Callable[..., Any]] = {}
     try:
         for step in range(steps):
-            feed = feed_dict(step) if callable(feed_dict) else feed_dict
-            out = session.run(fetches, feed)
+            feed = (feed_dict(step) if callable(feed_dict) else feed_dict) or {}
+            if not isinstance(feed, dict):
+                raise TypeError(f"train_loop: feed_dict({step}) returned {type(feed).__name__}, not a dict")
+            keys = tuple(feed)
+            run_step = runners.get(keys)
+            if run_step is None:
+                run_step = runners[keys] = session.make_callable(fetches, keys)
+            out = run_step(*feed.values())
             value = None if loss is None else float(out[1])
             losses.append(value)
             report.step(step, value)

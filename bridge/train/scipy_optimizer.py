@@ -291,17 +291,17 @@ class ScipyOptimizer:
 
     # --- running --------------------------------------------------------------
 
-    def _feeds(self, x: np.ndarray, base: dict) -> dict:
-        feed = dict(base)
+    def _read_values(self, x: np.ndarray) -> list:
+        """The value fed to each read of ``_reads`` (in order) for the point ``x``."""
+        values = []
         for v, reads, off, size in zip(self.var_list, self._reads, self._offsets, self._sizes):
             if not reads:
                 continue
             value = x[off:off + size].reshape(tuple(v.shape))
             if v.dtype != dtypes.float64:
                 value = value.astype(v.dtype.as_numpy_dtype)
-            for r in reads:
-                feed[r] = value
-        return feed
+            values.extend([value] * len(reads))
+        return values
 
     def initial_point(self, session: Any) -> np.ndarray:
         """The variables' current values as one float64 vector (one run)."""
@@ -328,6 +328,11 @@ class ScipyOptimizer:
             raise ValueError("ScipyOptimizer.minimize: session runs another graph than loss "
                              f"'{self.loss.name}'")
         base = dict(feed_dict or {})
+        # Every evaluation runs the same fetches and feeds: work that out once.
+        fed = list(base) + [r for reads in self._reads for r in reads]
+        base_values = list(base.values())
+        run_fetch = session.make_callable(self._fetch, fed)
+        run_hessp = session.make_callable(self._hessp, fed + [self._vector]) if self._hessp is not None else None
         self.history = []
         self.evaluations = 0
         self.hessp_evaluations = 0
@@ -336,7 +341,7 @@ class ScipyOptimizer:
         def evaluate(x: np.ndarray) -> Any:
             if self._assign_some is not None:
                 session.run(self._assign_some, {self._x: x})
-            values = session.run(self._fetch, self._feeds(x, base))
+            values = run_fetch(*base_values, *self._read_values(x))
             self.evaluations += 1
             loss = np.asarray(values[0])
             if loss.ndim:
@@ -353,10 +358,9 @@ class ScipyOptimizer:
         def hessp(x: np.ndarray, p: np.ndarray) -> np.ndarray:
             if self._assign_some is not None:
                 session.run(self._assign_some, {self._x: x})
-            feed = self._feeds(x, base)
-            feed[self._vector] = np.asarray(p, dtype=np.float64)
             self.hessp_evaluations += 1
-            return np.array(session.run(self._hessp, feed), dtype=np.float64)
+            return np.array(run_hessp(*base_values, *self._read_values(x), np.asarray(p, dtype=np.float64)),
+                            dtype=np.float64)
 
         def loss_at(x: np.ndarray) -> float:
             f = recent.get(np.asarray(x, dtype=np.float64).tobytes())
