@@ -31,7 +31,7 @@ def test_custom_op_example(tmp_path):
 
 
 def test_graph_building_example(tmp_path):
-    code = _block("python", "global_variables_initializer") + (
+    code = _block("python", "grads = bridge.gradients") + (
         "\nwith bridge.Session(g) as s:\n"
         "    s.run(init)\n"
         "    gx, gw = s.run(grads, {x: np.ones((2, 3), np.float32)})\n"
@@ -39,3 +39,12 @@ def test_graph_building_example(tmp_path):
     out = _run(code, tmp_path)
     assert out.startswith("layer/Relu:0")
     assert "[[2.0, 2.0], [2.0, 2.0], [2.0, 2.0]]" in out
+
+
+def test_training_example(tmp_path):
+    out = _run(_block("python", "ScipyOptimizer"), tmp_path)
+    adam_first, adam_last, lbfgs = re.match(r"Adam (\S+) -> (\S+), L-BFGS-B -> (\S+), saved ", out).groups()
+    assert float(adam_last) < float(adam_first) / 10
+    assert float(lbfgs) < float(adam_last)
+    assert (tmp_path / "model.ckpt-300.index").is_file()
+    assert (tmp_path / "exported" / "saved_model.pb").is_file()
