@@ -9,6 +9,14 @@ per-user cache folder is ``bridge.cache.root()``.)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
+
+#: A custom-op folder's spec, and the folder its builds go to:
+#: ``<folder>/build/<key>/lib<Op>.so`` (bridge.customop builds there; the
+#: SavedModel code finds an op library's folder from it without importing
+#: the custom-op tools).
+OP_SPEC_FILE = "custom_op.txt"
+OP_BUILD_DIR = "build"
 
 _PKG = Path(__file__).resolve().parent
 
@@ -34,3 +42,12 @@ def kernels_cpp_dir() -> Path:
 
 def julia_dir() -> Path:
     return _resource_dir("julia")
+
+
+def op_folder_of_library(library: Path) -> Optional[Path]:
+    """The op folder a built custom-op library comes from, or None when
+    ``library`` is not laid out as bridge.customop builds."""
+    parents = list(Path(library).resolve().parents)
+    if len(parents) > 2 and parents[1].name == OP_BUILD_DIR and (parents[2] / OP_SPEC_FILE).is_file():
+        return parents[2]
+    return None

@@ -248,6 +248,17 @@ print("RESULT", json.dumps({"error": error, "got": got.tolist()}))
 """
 
 
+LOAD_LIBRARY_CHILD = """
+import json, sys
+import numpy as np
+import bridge
+library, export = sys.argv[1], sys.argv[2]
+with bridge.load_saved_model(export, op_libraries=[library]) as model:
+    got = model.signatures["serving_default"](x=np.array([1.0, 2.0, 3.0]))["y"]
+print("RESULT", json.dumps({"got": got.tolist()}))
+"""
+
+
 def _child(code: str, *args: str, timeout: float = 240) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     try:
@@ -287,6 +298,10 @@ def test_a_julia_op_saves_and_loads_with_its_op_library(twice_folder, tmp_path):
     assert "uses the op type 'Twice', which is not registered in this process" in error, error
     assert f"op library {saved['library']} (op folder {twice_folder.resolve()})" in error, error
     assert f"op_libraries=['{twice_folder.resolve()}']" in error, error
+
+    # The built library alone will do: its op folder is found, so its Julia code is included.
+    by_library = _child(LOAD_LIBRARY_CHILD, saved["library"], str(export))
+    assert by_library["got"] == saved["want"]
 
 
 def test_op_libraries_entries_are_checked(tmp_path):

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Callable, Optional, Union
 
 from .. import buildtools, cache, julia_runtime
+from .._paths import OP_BUILD_DIR, OP_SPEC_FILE
 from . import codegen, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
 
-SPEC_FILE = "custom_op.txt"
+SPEC_FILE = OP_SPEC_FILE
 _KEY_LENGTH = 16
 
 
@@ -76,7 +77,7 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
         key = cache_key(spec)
     except toolchain.ToolchainError as exc:
         raise BuildError(f"cannot build {spec.name}: {exc}") from exc
-    root = directory / "build"
+    root = directory / OP_BUILD_DIR
     final = root / key
     library = final / library_name(spec)
     if library.is_file():

@@ -30,7 +30,7 @@ from .. import buffers, errors
 from .._lib import ffi, lib
 from ..errors import check, status
 from ..graph import Graph, Operation, Output
-from ..op_library import is_loaded, load_op_library
+from .._paths import op_folder_of_library
 from ..session import Session, SessionConfig, session_options
 
 #: The signature under which TF2 records the op that initializes tables (the
@@ -128,6 +128,10 @@ def _load_op_libraries(op_libraries: Sequence[Any]) -> None:
     module that load_op_library / bridge.customop.load returned."""
     if isinstance(op_libraries, (str, os.PathLike)):
         op_libraries = [op_libraries]
+    if not op_libraries:
+        return
+    # The op layer loads here, not on import: `import bridge` stays free of it.
+    from ..op_library import is_loaded, load_op_library
     for entry in op_libraries:
         if hasattr(entry, "LIBRARY_PATH") and hasattr(entry, "OP_TYPES"):
             if not is_loaded(entry.LIBRARY_PATH):
@@ -137,6 +141,9 @@ def _load_op_libraries(op_libraries: Sequence[Any]) -> None:
             raise TypeError(f"load_saved_model: op_libraries entry {entry!r} is neither a path (a built op library "
                             "or an op folder) nor what bridge.customop.load returned")
         path = Path(entry)
+        if path.is_file() and _op_folder_loader is not None:
+            # A Julia op's library needs its Julia code too: load its op folder.
+            path = op_folder_of_library(path) or path
         if path.is_dir():
             if _op_folder_loader is None:
                 raise RuntimeError(f"load_saved_model: the op folder {path} needs bridge.customop to load it, "
@@ -185,7 +192,9 @@ def load_saved_model(export_dir: Union[str, Path], tags: Sequence[str] = ("serve
 
     ``op_libraries``: the custom op libraries the graph needs, loaded first:
     paths of built libraries (``lib<Op>.so``) or op folders (Julia ops), or
-    modules ``bridge.customop.load`` / ``bridge.load_op_library`` returned."""
+    modules ``bridge.customop.load`` / ``bridge.load_op_library`` returned.
+    A Julia op's built library loads through its op folder, so its Julia
+    code is included."""
     export_dir = Path(export_dir)
     if not export_dir.is_dir():
         raise FileNotFoundError(f"SavedModel folder not found: {export_dir}")

@@ -28,14 +28,14 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
 from .. import _proto as pb
 from .. import buffers
 from .._lib import ffi, lib
+from .._paths import op_folder_of_library
 from ..attrs import Shape
 from ..graph import Graph, Output
-from ..op_library import loaded_libraries
 from ..session import Session
 from .load import OP_LIBRARIES_RECORD
 
@@ -46,9 +46,6 @@ VARIABLES_DIR = "variables"
 #: The collection of Savers this module made, reused by later exports of the same variables.
 _SAVERS_COLLECTION = "savers"
 _SCHEMA_VERSION = 1
-#: An op folder's spec file and build folder (bridge.customop's; the binding does not import the custom-op tools).
-_SPEC_FILE = "custom_op.txt"
-_BUILD_DIR = "build"
 
 TensorMap = Mapping[str, Output]
 SignatureSpec = tuple[TensorMap, TensorMap]
@@ -209,22 +206,14 @@ def _meta_graph_def(graph: Graph, graph_def: bytes, op_types: set[str], tags: Se
 
 # --- op libraries ------------------------------------------------------------------
 
-def _op_folder(library: Path) -> Optional[Path]:
-    """The op folder a custom op was built from, if it was: bridge.customop
-    builds into <folder>/build/<key>/lib<Op>.so (the key folder holds a copy
-    of the spec too, hence the layout check)."""
-    parents = list(library.parents)
-    if len(parents) > 2 and parents[1].name == _BUILD_DIR and (parents[2] / _SPEC_FILE).is_file():
-        return parents[2]
-    return None
-
-
 def _op_library_record(used: set[str]) -> list[dict]:
+    # The op layer loads here, not on import: `import bridge` stays free of it.
+    from ..op_library import loaded_libraries
     record = []
     for path, op_types in sorted(loaded_libraries().items()):
         here = sorted(used & op_types)
         if here:
-            folder = _op_folder(Path(path))
+            folder = op_folder_of_library(Path(path))
             record.append({"library": path, "folder": str(folder) if folder else None,
                            "op_types": sorted(op_types), "used": here})
     return record
