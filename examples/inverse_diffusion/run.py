@@ -36,18 +36,25 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-import numpy as np
-import scipy.sparse
-import scipy.sparse.linalg
+# TensorFlow's oneDNN graph rewriter warns "Not handling type DT_DOUBLE" each
+# time it meets a float64 op it leaves to Eigen (some fifty lines here, none
+# of them a problem); keep TF's errors, drop its warnings, unless the user
+# chose a level.  Set before bridge loads TensorFlow.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import bridge
-from bridge import ops
+import numpy as np  # noqa: E402
+import scipy.sparse  # noqa: E402
+import scipy.sparse.linalg  # noqa: E402
+
+import bridge  # noqa: E402
+from bridge import ops  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PLOT = HERE / "inverse_diffusion.png"
