@@ -13,6 +13,7 @@ import numpy as np
 
 import bridge
 from bridge import ops
+from oracle_client import run_oracle
 
 
 def objective(outputs: list) -> bridge.Output:
@@ -31,6 +32,12 @@ def flat(result: Any) -> list:
 def placeholder(arr: np.ndarray, name: str, none_dims=()) -> bridge.Output:
     shape = [None if i in none_dims else d for i, d in enumerate(arr.shape)]
     return bridge.placeholder(bridge.as_dtype(arr.dtype), shape, name=name)
+
+
+def oracle_answers(cases: dict) -> dict:
+    """Stock TF's answers (tests/oracle/nn_layers.py) for function cases, by case name."""
+    got = run_oracle("nn_layers", {"functions": list(cases.values())})["functions"]
+    return dict(zip(cases, got))
 
 
 def run_function(fn: Callable, case: dict) -> dict:

@@ -11,8 +11,7 @@ import pytest
 
 import bridge
 from bridge import losses
-from nn_support import compare, run_function
-from oracle_client import run_oracle
+from nn_support import compare, oracle_answers, run_function
 
 RNG = np.random.default_rng(1117)
 R = losses.Reduction
@@ -79,8 +78,7 @@ BRIDGE = {f"losses.{name}": getattr(losses, name) for name in losses.__all__ if 
 
 @pytest.fixture(scope="module")
 def answers():
-    got = run_oracle("nn_layers", {"functions": list(CASES.values())})["functions"]
-    return dict(zip(CASES, got))
+    return oracle_answers(CASES)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -14,8 +14,7 @@ import pytest
 
 import bridge
 from bridge import nn, ops
-from nn_support import compare, run_function
-from oracle_client import run_oracle
+from nn_support import compare, oracle_answers, run_function
 
 RNG = np.random.default_rng(20261124)
 
@@ -101,8 +100,7 @@ BRIDGE = {f"nn.{name}": getattr(nn, name) for name in nn.__all__}
 
 @pytest.fixture(scope="module")
 def answers():
-    got = run_oracle("nn_layers", {"functions": list(CASES.values())})["functions"]
-    return dict(zip(CASES, got))
+    return oracle_answers(CASES)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -22,8 +22,9 @@ YS = XS @ np.array([1.0, -2.0, 0.5]) + 0.25
 LR = 0.125  # exact in float32, which TF's optimizers make a float learning rate
 
 
-def gd_model():
-    """Least squares on fed data; train_op = w.assign_sub(LR * dloss/dw)."""
+def gd_model(make_train_op=None):
+    """Least squares on fed data; train_op = w.assign_sub(LR * dloss/dw), or
+    what ``make_train_op(loss)`` builds."""
     g = bridge.Graph()
     with g.as_default():
         x = bridge.placeholder(bridge.float64, [None, 3], name="x")
@@ -31,8 +32,11 @@ def gd_model():
         w = bridge.Variable(np.zeros(3), name="w")
         pred = ops.reshape(ops.mat_mul(x, ops.reshape(w.value(), [3, 1])), [-1])
         loss = ops.mean(ops.square(pred - y), 0)
-        (grad,) = bridge.gradients(loss, [w])
-        train_op = w.assign_sub(LR * grad)
+        if make_train_op is None:
+            (grad,) = bridge.gradients(loss, [w])
+            train_op = w.assign_sub(LR * grad)
+        else:
+            train_op = make_train_op(loss)
         init = bridge.global_variables_initializer()
     sess = bridge.Session(g)
     sess.run(init)
@@ -184,21 +188,7 @@ def test_bad_arguments():
 
 
 def test_with_gradient_descent_optimizer():
-    try:
-        optimizer = bridge.train.GradientDescentOptimizer(LR)
-    except (ImportError, AttributeError):  # bridge/train/optimizers.py is another part of issue #17
-        pytest.skip("bridge.train.GradientDescentOptimizer is not there")
-    g = bridge.Graph()
-    with g.as_default():
-        x = bridge.placeholder(bridge.float64, [None, 3], name="x")
-        y = bridge.placeholder(bridge.float64, [None], name="y")
-        w = bridge.Variable(np.zeros(3), name="w")
-        pred = ops.reshape(ops.mat_mul(x, ops.reshape(w.value(), [3, 1])), [-1])
-        loss = ops.mean(ops.square(pred - y), 0)
-        train_op = optimizer.minimize(loss)
-        init = bridge.global_variables_initializer()
-    sess = bridge.Session(g)
-    sess.run(init)
+    sess, x, y, w, loss, train_op = gd_model(lambda loss: bridge.train.GradientDescentOptimizer(LR).minimize(loss))
     losses = train_loop(sess, train_op, 20, loss=loss, feed_dict={x: XS, y: YS}, progress=False)
     ref_losses, ref_w = numpy_gd(20)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-12)
