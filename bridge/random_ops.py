@@ -58,33 +58,32 @@ def _static_shape(out: Output, shape: Any) -> Output:
     return out
 
 
-def random_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
-                  seed: Optional[int] = None, name: Optional[str] = None) -> Output:
-    """Normal values (``tf.random.normal``): RandomStandardNormal * stddev + mean."""
-    dtype = _float_dtype(dtype, "random_normal")
+def _scaled_normal(op: str, op_name: str, what: str, shape: Any, mean: Any, stddev: Any, dtype: Any,
+                   seed: Optional[int], name: Optional[str]) -> Output:
+    """``<op>(shape) * stddev + mean``, laid out as TF's random_ops lays it out."""
+    dtype = _float_dtype(dtype, what)
     g = get_default_graph()
-    with g.name_scope(name or "random_normal") as scope:
+    with g.name_scope(name or what) as scope:
         shape_t = shape_tensor(shape)
         mean_t = _value(mean, dtype, "mean")
         stddev_t = _value(stddev, dtype, "stddev")
-        rnd = ops.random_standard_normal(shape_t, dtype=dtype, **op_seed_attrs(seed, g),
-                                            name="RandomStandardNormal")
+        rnd = getattr(ops, op)(shape_t, dtype=dtype, **op_seed_attrs(seed, g), name=op_name)
         mul = ops.mul(rnd, stddev_t, name="mul")
         return _static_shape(ops.add_v2(mul, mean_t, name=scope), shape)
+
+
+def random_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
+                  seed: Optional[int] = None, name: Optional[str] = None) -> Output:
+    """Normal values (``tf.random.normal``): RandomStandardNormal * stddev + mean."""
+    return _scaled_normal("random_standard_normal", "RandomStandardNormal", "random_normal",
+                          shape, mean, stddev, dtype, seed, name)
 
 
 def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = dtypes.float32,
                      seed: Optional[int] = None, name: Optional[str] = None) -> Output:
     """Normal values re-drawn beyond two standard deviations (``tf.random.truncated_normal``)."""
-    dtype = _float_dtype(dtype, "truncated_normal")
-    g = get_default_graph()
-    with g.name_scope(name or "truncated_normal") as scope:
-        shape_t = shape_tensor(shape)
-        mean_t = _value(mean, dtype, "mean")
-        stddev_t = _value(stddev, dtype, "stddev")
-        rnd = ops.truncated_normal(shape_t, dtype=dtype, **op_seed_attrs(seed, g), name="TruncatedNormal")
-        mul = ops.mul(rnd, stddev_t, name="mul")
-        return _static_shape(ops.add_v2(mul, mean_t, name=scope), shape)
+    return _scaled_normal("truncated_normal", "TruncatedNormal", "truncated_normal",
+                          shape, mean, stddev, dtype, seed, name)
 
 
 def random_uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = dtypes.float32,

@@ -185,6 +185,8 @@ def test_bad_arguments():
         train_loop(sess, train_op, 1, log_every=-2)
     with pytest.raises(TypeError, match="feed_dict"):
         train_loop(sess, train_op, 1, feed_dict=[1, 2])
+    with pytest.raises(TypeError, match=r"feed_dict\(0\) returned list, not a dict"):
+        train_loop(sess, train_op, 1, feed_dict=lambda k: [step, 1.0], progress=False)
 
 
 def test_with_gradient_descent_optimizer():
