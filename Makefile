@@ -92,10 +92,10 @@ bench: setup julia-packages
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
 
 # The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,
-# julia/contract.jl) from its table, bridge/julia_contract.py: run after
+# julia/contract.jl) from its table, bridge/julia/contract.py: run after
 # editing the table (tests/test_contract.py fails until then).
 contract:
-	@$(PY) -c 'import sys; from bridge import julia_contract; sys.exit(julia_contract.main())'
+	@$(PY) -c 'import sys; from bridge.julia import contract; sys.exit(contract.main())'
 
 clean:
 	rm -rf build .pytest_cache

@@ -14,7 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, report  # noqa: E402
 
-from bridge import _lib, customop  # noqa: E402
+from bridge.framework import _lib
+from bridge import customop  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "twolayer"
 

@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
 
-from bridge import _paths, julia_runtime  # noqa: E402
+from bridge.platform import paths
+from bridge.julia import runtime as julia_runtime  # noqa: E402
 
 SCRIPT = r"""
 include(ARGS[1])
@@ -41,7 +42,7 @@ end
 
 config = julia_runtime.julia_config()
 out = subprocess.run([config.executable, "--startup-file=no", "-O3", "-e", SCRIPT,
-                      str(_paths.julia_dir() / "TFBridge.jl")], capture_output=True, text=True, check=True)
+                      str(paths.julia_dir() / "TFBridge.jl")], capture_output=True, text=True, check=True)
 plain_ns, readonly_ns = (float(v) for v in out.stdout.split())
 report("Read-only inputs: an entry wrapping 2 x 10 doubles and calling y .= tanh.(x), in Julia",
        [("plain Array input (anchor)", plain_ns / 1e3, "us/call"),

@@ -92,10 +92,10 @@ def _bare_evaluator(sess: bridge.Session, opt: ScipyOptimizer):
     """The loss and gradient through TF_SessionRun with arrays built once and
     no bridge code per call (the C API through cffi, the fetched tensor read
     in place): what running the graph costs before anything the bridge adds."""
-    from bridge._lib import CTypes as C
-    from bridge._lib import ffi, lib
-    from bridge.errors import check, status
-    from bridge.tensor import Tensor
+    from bridge.framework._lib import CTypes as C
+    from bridge.framework._lib import ffi, lib
+    from bridge.framework.errors import check, status
+    from bridge.framework.tensor import Tensor
 
     g = sess.graph
     (read,), = opt._reads

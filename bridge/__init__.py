@@ -5,19 +5,20 @@ in a process that runs Julia); Julia is started only when something needs it.
 """
 from __future__ import annotations
 
-from . import dtypes, errors
-from .dtypes import DType, as_dtype
-from .dtypes import (bfloat16, bool, complex64, complex128, float16, float32, float64,  # noqa: A004
-                     int8, int16, int32, int64, resource, string, uint8, uint16, uint32, uint64, variant)
-from .tensor import Tensor, aligned_empty
-from .attrs import Shape
-from .graph import Graph, Operation, Output, get_default_graph, reset_default_graph
-from . import operators as _operators  # noqa: F401  (installs x + y, x @ w, ... on Output)
-from . import session as _session
-from .session import Session, SessionConfig
-from .saved_model import SavedModel, Signature, load_saved_model
-from .saved_model import load as _saved_model_load
-from .scopes import colocate_with, control_dependencies, device, name_scope
+from bridge.framework import dtypes, errors
+from bridge.framework.dtypes import DType, as_dtype
+from bridge.framework.dtypes import (bfloat16, bool, complex64, complex128, float16, float32, float64, int8,
+                                     int16, int32, int64, resource, string, uint8, uint16, uint32, uint64,
+                                     variant)
+from bridge.framework.tensor import Tensor, aligned_empty
+from bridge.framework.attrs import Shape
+from bridge.framework.graph import Graph, Operation, Output, get_default_graph, reset_default_graph
+from bridge.ops import operators as _operators  # noqa: F401  (installs x + y, x @ w, ... on Output)
+from bridge.framework import session as _session
+from bridge.framework.session import Session, SessionConfig
+from bridge.saved_model import SavedModel, Signature, load_saved_model
+from bridge.saved_model import load as _saved_model_load
+from bridge.framework.scopes import colocate_with, control_dependencies, device, name_scope
 
 __version__ = "0.1.0"
 
@@ -26,37 +27,37 @@ _LAZY = {
     "ops": ("bridge.ops", None),
     "julia": ("bridge.julia", None),
     "customop": ("bridge.customop", None),
-    "constant": ("bridge.builders", "constant"),
-    "placeholder": ("bridge.builders", "placeholder"),
-    "Variable": ("bridge.builders", "Variable"),
-    "SparseTensor": ("bridge.builders", "SparseTensor"),
-    "load_op_library": ("bridge.op_library", "load_op_library"),
+    "constant": ("bridge.framework.builders", "constant"),
+    "placeholder": ("bridge.framework.builders", "placeholder"),
+    "Variable": ("bridge.framework.builders", "Variable"),
+    "SparseTensor": ("bridge.framework.builders", "SparseTensor"),
+    "load_op_library": ("bridge.ops.op_library", "load_op_library"),
     "gradients": ("bridge.grad", "gradients"),
     "jacobian": ("bridge.grad", "jacobian"),
     "hessian": ("bridge.grad", "hessian"),
     "RegisterGradient": ("bridge.grad", "RegisterGradient"),
     "NotDifferentiable": ("bridge.grad", "NotDifferentiable"),
-    "function": ("bridge.functions", "function"),
-    "TensorSpec": ("bridge.functions", "TensorSpec"),
-    "cond": ("bridge.control_flow", "cond"),
-    "while_loop": ("bridge.control_flow", "while_loop"),
-    "gradcheck": ("bridge.gradient_check", "gradcheck"),
-    "compare_jacobians": ("bridge.gradient_check", "compare_jacobians"),
-    "global_variables_initializer": ("bridge.builders", "global_variables_initializer"),
-    "global_variables": ("bridge.builders", "global_variables"),
-    "trainable_variables": ("bridge.builders", "trainable_variables"),
+    "function": ("bridge.framework.functions", "function"),
+    "TensorSpec": ("bridge.framework.functions", "TensorSpec"),
+    "cond": ("bridge.framework.control_flow", "cond"),
+    "while_loop": ("bridge.framework.control_flow", "while_loop"),
+    "gradcheck": ("bridge.grad.gradient_check", "gradcheck"),
+    "compare_jacobians": ("bridge.grad.gradient_check", "compare_jacobians"),
+    "global_variables_initializer": ("bridge.framework.builders", "global_variables_initializer"),
+    "global_variables": ("bridge.framework.builders", "global_variables"),
+    "trainable_variables": ("bridge.framework.builders", "trainable_variables"),
     "train": ("bridge.train", None),
     "nn": ("bridge.nn", None),
-    "layers": ("bridge.layers", None),
-    "losses": ("bridge.losses", None),
-    "initializers": ("bridge.initializers", None),
-    "set_random_seed": ("bridge.random_seed", "set_random_seed"),
+    "layers": ("bridge.nn.layers", None),
+    "losses": ("bridge.nn.losses", None),
+    "initializers": ("bridge.nn.initializers", None),
+    "set_random_seed": ("bridge.framework.random_seed", "set_random_seed"),
 }
 
 
 def _julia_session_runner():
     """Julia-thread sessions run through the Julia host, imported only when one is made."""
-    from .julia import session_runner
+    from bridge.julia.host import session_runner
     return session_runner()
 
 

@@ -23,7 +23,7 @@ from typing import Callable, Optional, Sequence
 def _customop_init(args: argparse.Namespace) -> int:
     import warnings
 
-    from . import customop
+    from bridge import customop
 
     directory = Path(args.dir) if args.dir else Path(customop.spec.snake_case(args.name))
     try:
@@ -42,14 +42,14 @@ def _customop_init(args: argparse.Namespace) -> int:
 
 
 def _customop_build(args: argparse.Namespace) -> int:
-    from . import customop
+    from bridge import customop
 
     print(customop.build(args.dir))
     return 0
 
 
 def _customop_stub(args: argparse.Namespace) -> int:
-    from . import customop
+    from bridge import customop
 
     spec = customop.parse_file(Path(args.dir) / customop.SPEC_FILE)
     sys.stdout.write(customop.julia_stub(spec))
@@ -63,8 +63,8 @@ def _gradtest(args: argparse.Namespace) -> int:
     convergence test of its gradient); exit status 1 on FAIL."""
     import subprocess
 
-    from .customop import SPEC_FILE, build, parse_file
-    from .customop.spec import has_gradient
+    from bridge.customop import SPEC_FILE, build, parse_file
+    from bridge.customop.spec import has_gradient
 
     spec = parse_file(Path(args.dir) / SPEC_FILE)
     if not has_gradient(spec):
@@ -125,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    from .customop import BuildError, SpecError
+    from bridge.customop import BuildError, SpecError
 
     try:
         return args.run(args)

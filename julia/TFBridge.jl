@@ -17,7 +17,7 @@ const ROOTS = Any[]
 
 # The contract shared with the C++ runtime and the code generator: dtypes,
 # error kinds (INVALID_ARGUMENT, ...), the compiled entries' parameter types.
-# Generated from bridge/julia_contract.py; the copy of this module built
+# Generated from bridge/julia/contract.py; the copy of this module built
 # into libtfjl_julia.so has the file pasted in place of this line.
 include(joinpath(@__DIR__, "contract.jl"))
 

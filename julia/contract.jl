@@ -1,4 +1,4 @@
-# Generated from bridge/julia_contract.py by `make contract`; do not edit.
+# Generated from bridge/julia/contract.py by `make contract`; do not edit.
 #
 # The Julia-op contract (kernels_cpp/include/tfjl/CONTRACT.md), included into
 # module TFBridge: the same table as kernels_cpp/include/tfjl/contract.h.

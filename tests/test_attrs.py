@@ -1,4 +1,4 @@
-"""The attribute-kind table (bridge.attrs.ATTR_KINDS): it covers every
+"""The attribute-kind table (bridge.framework.attrs.ATTR_KINDS): it covers every
 attribute type in TensorFlow's op registry, and the setter (Graph.create_op)
 and the op builder (the generated bridge.ops functions) agree on every kind,
 on values and on errors."""
@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import dtypes, opdef
-from bridge.attrs import ATTR_KINDS, Shape, attr_kind, convert_attr, decode_attr_value, infer_attr_type
-from bridge.op_helpers import OpBuilder
+from bridge import dtypes
+from bridge.framework import opdef
+from bridge.framework.attrs import (ATTR_KINDS, Shape, attr_kind, convert_attr, decode_attr_value,
+                                    infer_attr_type)
+from bridge.ops.op_helpers import OpBuilder
 
 ALL_TYPES = [k.name for k in ATTR_KINDS] + [f"list({k.name})" for k in ATTR_KINDS]
 
@@ -138,7 +140,7 @@ def test_infer_attr_type() -> None:
 
 
 def test_decode_attr_value_of_placeholder_and_empty() -> None:
-    from bridge import _proto as pb
+    from bridge.framework import _proto as pb
     assert decode_attr_value(pb.field_bytes(9, "T")) == "T"  # a function body's "$T" reference
     assert decode_attr_value(pb.field_bytes(1, b"")) == []
     assert decode_attr_value(b"") is None

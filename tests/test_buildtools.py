@@ -1,4 +1,4 @@
-"""bridge.buildtools: finding cmake, the compiler and Julia, and the one runner of build steps."""
+"""bridge.julia.buildtools: finding cmake, the compiler and Julia, and the one runner of build steps."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import buildtools
+from bridge.julia import buildtools
 
 
 class StepFailed(RuntimeError):
@@ -128,13 +128,14 @@ def test_julia_config_with_an_unwritable_cache_stays_in_memory(tmp_path, monkeyp
 
 @julia_needed
 def test_a_failed_runtime_build_is_kept_and_named(tmp_path, monkeypatch):
-    from bridge import _paths, julia_runtime
+    from bridge.platform import paths
+    from bridge.julia import runtime as julia_runtime
 
     sources = tmp_path / "kernels_cpp"
     sources.mkdir()
     (sources / "CMakeLists.txt").write_text(
         'cmake_minimum_required(VERSION 3.18)\nmessage(FATAL_ERROR "boom")\n')
-    monkeypatch.setattr(_paths, "kernels_cpp_dir", lambda: sources)
+    monkeypatch.setattr(paths, "kernels_cpp_dir", lambda: sources)
     monkeypatch.setenv("TFBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
     entry = tmp_path / "cache" / "runtime" / julia_runtime.runtime_hash()
     with pytest.raises(julia_runtime.RuntimeBuildError) as info:
@@ -152,13 +153,14 @@ def test_a_failed_runtime_build_is_kept_and_named(tmp_path, monkeypatch):
 def test_the_runtime_key_covers_what_its_build_reads(tmp_path, monkeypatch):
     """Editing a README or an installer script must not rebuild the runtime
     (and with it every op); editing anything the build reads must."""
-    from bridge import _paths, julia_runtime
+    from bridge.platform import paths
+    from bridge.julia import runtime as julia_runtime
 
     sources, julia_sources = tmp_path / "kernels_cpp", tmp_path / "julia"
-    shutil.copytree(_paths.kernels_cpp_dir(), sources)
-    shutil.copytree(_paths.julia_dir(), julia_sources)
-    monkeypatch.setattr(_paths, "kernels_cpp_dir", lambda: sources)
-    monkeypatch.setattr(_paths, "julia_dir", lambda: julia_sources)
+    shutil.copytree(paths.kernels_cpp_dir(), sources)
+    shutil.copytree(paths.julia_dir(), julia_sources)
+    monkeypatch.setattr(paths, "kernels_cpp_dir", lambda: sources)
+    monkeypatch.setattr(paths, "julia_dir", lambda: julia_sources)
     before = julia_runtime.runtime_hash()
     for doc in list(sources.rglob("*.md")) + [julia_sources / "install-julia.sh"]:
         doc.write_text(doc.read_text() + "\nA new paragraph.\n")

@@ -1,4 +1,4 @@
-"""bridge.cache: keys, entries published whole, the per-entry lock, pruning,
+"""bridge.platform.cache: keys, entries published whole, the per-entry lock, pruning,
 and the folder with its fallback where it cannot be written."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import cache
+from bridge.platform import cache
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -167,7 +167,7 @@ def test_entry_lock_serialises_threads(tmp_path):
 _HOLD = """
 import sys, time
 from pathlib import Path
-from bridge import cache
+from bridge.platform import cache
 with cache.EntryLock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(1.0)

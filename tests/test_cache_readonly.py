@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import julia_runtime
+from bridge.julia import runtime as julia_runtime
 from bridge.customop import build, init
 from build_support import toolchain_missing
 

@@ -1,4 +1,4 @@
-"""The Julia-op contract has one home, bridge/julia_contract.py: every side agrees with it.
+"""The Julia-op contract has one home, bridge/julia/contract.py: every side agrees with it.
 
 (a) The generated files (kernels_cpp/include/tfjl/contract.h, julia/contract.jl)
     are what the table generates.
@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import julia_contract as contract
+from bridge.julia import contract
 from bridge.customop import codegen, spec as spec_module
 from bridge.customop.spec import parse
 
 REPO = Path(__file__).resolve().parents[1]
-REGENERATE = "make contract  (.venv/bin/python -m bridge.julia_contract)"
+REGENERATE = "make contract  (.venv/bin/python -m bridge.julia.contract)"
 
 
 # ---------------------------------------------------------------- (a) generated files
@@ -42,9 +42,9 @@ def test_generated_file_matches_table(relative):
     if current != expected:
         import difflib
         diff = "".join(difflib.unified_diff(current.splitlines(True), expected.splitlines(True),
-                                            relative, "generated from bridge/julia_contract.py"))
-        pytest.fail(f"{relative} is not what bridge/julia_contract.py generates; run {REGENERATE}\n{diff}")
-    assert current.splitlines()[0].endswith("Generated from bridge/julia_contract.py by `make contract`; "
+                                            relative, "generated from bridge/julia/contract.py"))
+        pytest.fail(f"{relative} is not what bridge/julia/contract.py generates; run {REGENERATE}\n{diff}")
+    assert current.splitlines()[0].endswith("Generated from bridge/julia/contract.py by `make contract`; "
                                             "do not edit.")
 
 
@@ -131,7 +131,7 @@ def test_entry_layout_is_the_table():
 
 
 def test_bridge_julia_codes_are_the_table():
-    from bridge import julia
+    from bridge.julia import host as julia
     numeric = {np.dtype(getattr(np, d.numpy)): d.code for d in contract.DTYPES if d.numpy is not None}
     assert julia._DTYPE_CODES == numeric
     assert julia._STRING == contract.by_name("String").code
@@ -261,7 +261,7 @@ def test_embedded_module_has_the_contract():
     constants = ", ".join(f"TFBridge.{k.julia}" for k in contract.ERROR_KINDS)
     code = textwrap.dedent("""
         import ctypes, os
-        from bridge import julia_runtime
+        from bridge.julia import runtime as julia_runtime
         config = julia_runtime.julia_config()
         library = julia_runtime.runtime_library()
         ctypes.CDLL("libgcc_s.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NOW)
@@ -296,7 +296,8 @@ _UINT8_ROW = '''    DType("UInt8", {code}, "uint8", (), "DT_UINT8", 4, 1, "uint8
 _UINT8_OP = '''
 import numpy as np
 import bridge
-from bridge import customop, julia_contract
+from bridge import customop
+from bridge.julia import contract as julia_contract
 
 assert julia_contract.by_spec("uint8").code == {code}
 ops = customop.load("ops/bytes")
@@ -329,13 +330,13 @@ def test_a_new_dtype_is_one_row_of_the_table(tmp_path):
     tree = tmp_path / "tree"
     for folder in ("bridge", "kernels_cpp", "julia", "templates"):
         shutil.copytree(REPO / folder, tree / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    table = tree / "bridge" / "julia_contract.py"
+    table = tree / "bridge" / "julia" / "contract.py"
     text = table.read_text()
     end = text.index(")\n\n\n@dataclass(frozen=True)\nclass ErrorKind")  # the end of DTYPES
     table.write_text(text[:end] + _UINT8_ROW.format(code=len(contract.DTYPES)) + text[end:])
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFBRIDGE_JULIA_")}
     env.update(PYTHONPATH=str(tree), TFBRIDGE_CACHE_DIR=str(tmp_path / "cache"))
-    regenerate = subprocess.run([sys.executable, "-m", "bridge.julia_contract"], cwd=tree, env=env,
+    regenerate = subprocess.run([sys.executable, "-m", "bridge.julia.contract"], cwd=tree, env=env,
                                 capture_output=True, text=True, timeout=120)
     assert regenerate.returncode == 0, regenerate.stderr
     assert "jl_uint8_type" in (tree / "kernels_cpp" / "include" / "tfjl" / "contract.h").read_text()

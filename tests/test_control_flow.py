@@ -12,7 +12,7 @@ import pytest
 
 import bridge
 from bridge import ops
-from bridge.control_flow import cond, while_loop
+from bridge.framework.control_flow import cond, while_loop
 from bridge.grad import gradients
 from build_support import toolchain_missing
 

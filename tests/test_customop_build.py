@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge import buildtools, cli
+from bridge.julia import buildtools
+from bridge import cli
 from bridge.customop import BuildError, SpecError, build, cache_key, codegen, init, parse
 from bridge.customop import toolchain
 from build_support import toolchain_missing
@@ -418,7 +419,7 @@ def test_prune_keeps_the_newest_builds_and_drops_leftovers(tmp_path):
     import os
     import time as _time
 
-    from bridge.cache import STALE_SECONDS
+    from bridge.platform.cache import STALE_SECONDS
     from bridge.customop.build import prune
 
     root = tmp_path / "build"
@@ -441,3 +442,61 @@ def test_prune_keeps_the_newest_builds_and_drops_leftovers(tmp_path):
     assert keys[1] not in left and f".{keys[1]}.lock" not in left
     assert f"{keys[2]}.failed" not in left and f".{keys[1]}.dead" not in left
     assert f".{keys[4]}.abcd" in left                                # not stale: may be in progress
+
+
+def _closure(*modules: str) -> set[Path]:
+    """The bridge modules ``modules`` import, transitively, by the import graph's own reading."""
+    from test_import_graph import _modules, import_graph
+    graph, sources = import_graph(), _modules()
+    seen, todo = set(), list(modules)
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph[m])
+    return {sources[m].resolve() for m in seen}
+
+
+def _hashed_files(monkeypatch, make_key) -> set[Path]:
+    from bridge.platform import cache
+    hashed: set[Path] = set()
+    real = cache.Key.add_file
+
+    def add_file(self, path, name=None):
+        hashed.add(Path(path).resolve())
+        return real(self, path, name)
+    monkeypatch.setattr(cache.Key, "add_file", add_file)
+    make_key()
+    return hashed
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"no toolchain: {MISSING}")
+def test_build_key_reads_every_module_the_generator_imports(monkeypatch):
+    """The contract table (bridge/julia/contract.py) shapes the generated kernel: an
+    edit there, or in any module codegen imports, must give every op a new build."""
+    spec = parse("Probe\ndouble x(n)\ndouble y(n) -> output\n")
+    hashed = _hashed_files(monkeypatch, lambda: cache_key(spec))
+    repo = Path(codegen.__file__).resolve().parents[2]
+    assert repo / "bridge" / "julia" / "contract.py" in hashed
+    assert _closure("bridge.customop.codegen") <= hashed
+    assert set(codegen.template_files()) <= hashed
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"no toolchain: {MISSING}")
+def test_build_key_changes_with_any_file_the_generator_reads(monkeypatch):
+    spec = parse("Probe\ndouble x(n)\ndouble y(n) -> output\n")
+    before = cache_key(spec)
+    for path in sorted(_closure("bridge.customop.codegen")) + list(codegen.template_files()):
+        real = Path.read_bytes
+        monkeypatch.setattr(Path, "read_bytes",
+                            lambda self, _p=path, _r=real: _r(self) + (b"\n# edited" if self.resolve() == _p else b""))
+        assert cache_key(spec) != before, f"editing {path} leaves the build key unchanged"
+        monkeypatch.setattr(Path, "read_bytes", real)
+
+
+def test_op_module_key_reads_every_module_the_generator_imports(monkeypatch):
+    from bridge.ops import opgen
+    hashed = _hashed_files(monkeypatch, opgen.generator_fingerprint)
+    assert _closure("bridge.ops.opgen", "bridge.ops.op_helpers") <= hashed
+    templates = Path(opgen.__file__).resolve().parents[2] / "templates"
+    assert {templates / "python_op.py.j2", templates / "python_ops_module.py.j2"} <= hashed

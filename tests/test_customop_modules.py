@@ -208,7 +208,7 @@ def test_bridge_julia_call_says_what_is_missing(ops):
     with pytest.raises(julia.JuliaError, match=r"module Main.CallMod has no gone, so the Julia function "
                                                r"CallMod.gone does not exist") as info:
         julia.call("CallMod.gone", 1)
-    assert info.value.kind == 2  # not found (ERROR_KINDS in bridge/julia_contract.py)
+    assert info.value.kind == 2  # not found (ERROR_KINDS in bridge/julia/contract.py)
     with pytest.raises(julia.JuliaError, match=r"Main.NotAModule is a Int64, not a module, so it holds no Julia "
                                                r"function NotAModule.f"):
         julia.call("NotAModule.f", 1)

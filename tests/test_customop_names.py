@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import buildtools, customop, errors, julia
+from bridge.julia import buildtools
+from bridge import customop, errors, julia
 from bridge.customop import codegen, spec as spec_module, toolchain
 from bridge.customop.model import Arg, Attr, Expr, OpSpec
 from bridge.customop.spec import reserved_reason
@@ -271,7 +272,7 @@ def test_refused_attribute_names_are_the_names_tensorflow_reads_as_data_types():
     framework library (its type names are literals there), with "_ref"."""
     import ctypes
 
-    from bridge import _lib
+    from bridge.framework import _lib
 
     framework, _ = _lib.library_paths()
     library = ctypes.CDLL(str(framework))
@@ -393,7 +394,7 @@ def test_accepted_attribute_names_take_keyword_values(reserved_ops):
     g = bridge.Graph()
     with g.as_default():
         ins = [np.zeros(2)] * len(ACCEPTED_ARGUMENTS)
-        # Python keywords get a "_" (bridge.opgen.safe_name): class_.
+        # Python keywords get a "_" (bridge.ops.opgen.safe_name): class_.
         y = ops.reserved_args(*ins, auto=-1.5, class_=10, this=False, new="four", ctx=1.0, frame=0, int64_t=0)
     with bridge.Session(g) as sess:
         np.testing.assert_array_equal(sess.run(y), np.full(2, -1.5 + 10 + 0 + 4 + 1.0))

@@ -17,8 +17,8 @@ import scipy.sparse.linalg
 
 import bridge
 from bridge import ops
-from bridge.errors import InvalidArgumentError
-from bridge.gradient_check import compute_gradient
+from bridge.framework.errors import InvalidArgumentError
+from bridge.grad.gradient_check import compute_gradient
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "inverse_diffusion"
 TARGET = 0.05   # run.py's default --target: relative L2 error of kappa with L-BFGS-B

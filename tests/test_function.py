@@ -7,9 +7,9 @@ import pytest
 
 import bridge
 from bridge import ops
-from bridge.functions import FuncGraph, TensorSpec, function
+from bridge.framework.functions import FuncGraph, TensorSpec, function
 from bridge.grad import gradients, hessian
-from bridge.graph import graph_def_library
+from bridge.framework.graph import graph_def_library
 
 
 def _run(graph, fetches, feed=None):
@@ -210,7 +210,7 @@ def test_func_graph_captures_through_nested_bodies() -> None:
 
 
 def test_control_flow_inside_a_function_differentiates() -> None:
-    from bridge.control_flow import cond, while_loop
+    from bridge.framework.control_flow import cond, while_loop
 
     @function
     def f(v):

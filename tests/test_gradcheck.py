@@ -9,7 +9,7 @@ import pytest
 
 import bridge
 from bridge import ops
-from bridge.gradient_check import compare_jacobians, compute_gradient, gradcheck
+from bridge.grad.gradient_check import compare_jacobians, compute_gradient, gradcheck
 from bridge.grad import RegisterGradient
 
 X0 = np.array([0.3, -0.7, 1.2, 0.5])

@@ -1,7 +1,7 @@
 """bridge.initializers and seeds: TF's values, statistics and reproducibility.
 
 TF's random kernels give the same numbers for the same (seed, seed2), so
-with seeds chosen by TF's rules (bridge.random_seed.get_seed) the bridge's
+with seeds chosen by TF's rules (bridge.framework.random_seed.get_seed) the bridge's
 initializers, dropout masks and layer kernels equal stock TF's value for
 value: with explicit op seeds, and with only a graph seed when the random
 ops are created in the same order (one oracle call for the module).
@@ -18,7 +18,7 @@ import pytest
 import bridge
 from bridge import initializers as init
 from bridge import layers, nn
-from bridge.random_seed import DEFAULT_GRAPH_SEED, get_seed
+from bridge.framework.random_seed import DEFAULT_GRAPH_SEED, get_seed
 from oracle_client import run_oracle
 
 EXPLICIT = [  # (name, constructor kwargs, shape, dtype)

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bridge import julia, julia_runtime
+from bridge import julia
+from bridge.julia import runtime as julia_runtime
 from thread_support import run_threads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -284,7 +285,8 @@ def test_process_loads_tf_then_julia_and_runs_both():
         import signal, sys, threading
         import numpy as np
         import bridge
-        from bridge import _lib, julia
+        from bridge import julia
+        from bridge.framework import _lib
 
         assert not julia.is_initialized()
         errors = []
@@ -324,7 +326,8 @@ def test_julia_worker_threads_collect_while_julias_thread_idles():
     """With JULIA_NUM_THREADS=2 a spawned task allocates (so collects) while Python sleeps."""
     proc = run_python("""
         import time
-        from bridge import julia, julia_runtime
+        from bridge import julia
+        from bridge.julia import runtime as julia_runtime
         julia.init()
         assert julia.eval("Threads.nthreads()") == 2
         julia.eval("task = Threads.@spawn (for i in 1:10^6; sum(rand(10)); end; time())")

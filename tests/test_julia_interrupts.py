@@ -21,7 +21,7 @@ import pytest
 
 import bridge
 from bridge import julia
-from bridge.errors import CancelledError, DeadlineExceededError
+from bridge.framework.errors import CancelledError, DeadlineExceededError
 from build_support import load_ops
 
 REPO = Path(__file__).resolve().parents[1]

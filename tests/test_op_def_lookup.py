@@ -1,11 +1,12 @@
-"""bridge.opdef.op_def: one op type's OpDef, looked up once per graph."""
+"""bridge.framework.opdef.op_def: one op type's OpDef, looked up once per graph."""
 from __future__ import annotations
 
 import pytest
 
 import bridge
-from bridge import errors, opdef
-from bridge.op_library import is_registered
+from bridge import errors
+from bridge.framework import opdef
+from bridge.ops.op_library import is_registered
 
 
 def test_matches_the_registry_and_is_cached() -> None:

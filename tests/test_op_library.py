@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import _lib, errors
+from bridge.framework import _lib
+from bridge import errors
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,7 +197,7 @@ def test_bridge_ops_leaves_library_ops_out(op_library_path) -> None:
     the registry module's cache entry is the usual one)."""
     code = textwrap.dedent(f"""
         import json, bridge
-        from bridge import opdef
+        from bridge.framework import opdef
         lib = bridge.load_op_library({str(op_library_path)!r})
         registered = {{op.name for op in opdef.registry_op_defs()}}
         import bridge.ops

@@ -1,12 +1,13 @@
-"""bridge.opdef: decoding TensorFlow's OpList into OpDef dataclasses."""
+"""bridge.framework.opdef: decoding TensorFlow's OpList into OpDef dataclasses."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bridge import _proto as pb
-from bridge import dtypes, opdef
-from bridge.opdef import NO_DEFAULT, ArgDef, AttrDef, OpDef
+from bridge.framework import _proto as pb
+from bridge import dtypes
+from bridge.framework import opdef
+from bridge.framework.opdef import NO_DEFAULT, ArgDef, AttrDef, OpDef
 
 
 @pytest.fixture(scope="module")

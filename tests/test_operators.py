@@ -1,4 +1,4 @@
-"""Python's operators on Outputs (bridge/operators.py): each builds the graph
+"""Python's operators on Outputs (bridge/ops/operators.py): each builds the graph
 TF Python's Tensor operators build in graph mode, checked node by node (names,
 op types, inputs, attributes) against stock TensorFlow (the build_expressions
 oracle), with the values of a run and, for slices, their gradients."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge.operators import OPERATORS
+from bridge.ops.operators import OPERATORS
 
 X = np.array([[1.5, -2.0], [0.5, 3.0]])
 Y = np.array([[2.0, 0.25], [-1.0, 4.0]])

@@ -1,4 +1,4 @@
-"""Golden files: the exact source bridge.opgen writes for a few OpDefs.
+"""Golden files: the exact source bridge.ops.opgen writes for a few OpDefs.
 
 Set TFBRIDGE_UPDATE_GOLDEN=1 to rewrite tests/golden/ops/* after a
 deliberate change to the generator (and review the diff).
@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge import dtypes, opdef, opgen
-from bridge.attrs import Shape
-from bridge.opdef import ArgDef, AttrDef, OpDef
+from bridge import dtypes
+from bridge.framework import opdef
+from bridge.ops import opgen
+from bridge.framework.attrs import Shape
+from bridge.framework.opdef import ArgDef, AttrDef, OpDef
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "ops"
 UPDATE = os.environ.get("TFBRIDGE_UPDATE_GOLDEN", "") not in ("", "0")
@@ -103,8 +105,8 @@ def test_generated_functions_run(registry) -> None:
     import numpy as np
 
     import bridge
-    from bridge.graph import Output
-    from bridge.op_helpers import TF_DEFAULT, OpBuilder
+    from bridge.framework.graph import Output
+    from bridge.ops.op_helpers import TF_DEFAULT, OpBuilder
     namespace = {"_dt": dtypes, "_Output": Output, "_OpBuilder": OpBuilder, "_TF_DEFAULT": TF_DEFAULT}
     for op_type in ("Add", "ConcatV2", "Unique", "NoOp"):
         exec(compile((GOLDEN / f"{op_type}.py").read_text(), op_type, "exec"), namespace)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import opgen
+from bridge.ops import opgen
 
 rng = np.random.default_rng(20261122)
 f32, f64, i32, i64 = np.float32, np.float64, np.int32, np.int64
@@ -290,7 +290,7 @@ _OP_DEFS: dict = {}
 
 def _op_defs() -> dict:
     if not _OP_DEFS:
-        from bridge.opdef import registry_op_defs
+        from bridge.framework.opdef import registry_op_defs
         _OP_DEFS.update((op.name, op) for op in registry_op_defs())
     return _OP_DEFS
 

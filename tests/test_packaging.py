@@ -17,7 +17,7 @@ def test_wheel_ships_templates_runtime_and_julia_module(tmp_path):
         expected = {f"bridge/_resources/{resource}/{p.relative_to(REPO / folder).as_posix()}"
                     for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
         assert expected <= names, sorted(expected - names)[:5]
-    assert {"bridge/decl/c_api.h", "bridge/ops/__init__.py", "bridge/customop/spec.py"} <= names
+    assert {"bridge/framework/decl/c_api.h", "bridge/ops/__init__.py", "bridge/customop/spec.py"} <= names
     assert not any(n.endswith(".so") or "/build/" in n for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "tfbridge = bridge.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import _lib, errors, julia, julia_runtime
+from bridge.framework import _lib
+from bridge import errors, julia
+from bridge.julia import runtime as julia_runtime
 from thread_support import run_threads as _run_threads
 
 DATA = Path(__file__).resolve().parent / "data" / "runtime_kernel"

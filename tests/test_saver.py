@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import _proto as pb
+from bridge.framework import _proto as pb
 from bridge import errors, train
 
 #: Every dtype the issue names, a scalar and 3-D ones among them, names with scopes.

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import opgen
-from bridge.graph import parse_graph_def
+from bridge.ops import opgen
+from bridge.framework.graph import parse_graph_def
 from oracle._build_spec import SpecBuilder
 
 f32 = np.float32
@@ -157,7 +157,7 @@ _OP_DEFS: dict = {}
 
 def _op_defs() -> dict:
     if not _OP_DEFS:
-        from bridge.opdef import registry_op_defs
+        from bridge.framework.opdef import registry_op_defs
         _OP_DEFS.update((op.name, op) for op in registry_op_defs())
     return _OP_DEFS
 

@@ -53,7 +53,7 @@ def test_closing_leaves_this_threads_shared_status_alone(graph):
     collection, which may free this thread's shared TF_Status first: close
     must use a status of its own (the end-to-end case, a process exiting with
     sessions open, is in test_julia_scheduling)."""
-    from bridge._lib import lib
+    from bridge.framework._lib import lib
 
     session = bridge.Session(graph)
     shared = errors.status()
@@ -163,7 +163,7 @@ with g.as_default():
     z = f(x)
 with bridge.Session(g) as s:
     print(s.run([y, dx, z], {x: np.array([1.0, 2.0])}))
-host = sorted(m for m in sys.modules if m in ("bridge.julia", "bridge.julia_runtime", "bridge.customop"))
+host = sorted(m for m in sys.modules if m in ("bridge.julia", "bridge.julia.runtime", "bridge.customop"))
 print("HOST", host)
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -172,7 +172,7 @@ print("HOST", host)
 
 
 def test_julia_thread_session_without_a_registered_host_says_so(monkeypatch):
-    from bridge import session as session_module
+    from bridge.framework import session as session_module
     monkeypatch.setattr(session_module, "_julia_thread_runner", None)
     with pytest.raises(RuntimeError, match="needs a Julia host"):
         bridge.Session(bridge.Graph(), config=bridge.SessionConfig(julia_thread=True))

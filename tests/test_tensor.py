@@ -6,7 +6,7 @@ import pytest
 
 import bridge
 from bridge import dtypes
-from bridge.tensor import ALIGNMENT, Tensor, _keepalive, aligned_empty
+from bridge.framework.tensor import ALIGNMENT, Tensor, _keepalive, aligned_empty
 
 NUMPY_DTYPES = [d for d in dtypes.all_dtypes()
                 if d.as_numpy_dtype is not None and d.name not in ("string",)]

@@ -107,7 +107,7 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     Julia's load path first; a package Julia cannot load raises
     JuliaPackageError, naming it, the folder and how to add it."""
     import bridge
-    from .. import julia
+    from bridge import julia
 
     directory = Path(directory).resolve()
     library = build(directory)
@@ -160,7 +160,7 @@ def _register_entries(spec: OpSpec, source: Path) -> None:
     """Include the op's compiled entries and point its kernels at them, so
     they call the Julia functions without jl_call and dispatch
     (kernels_cpp/README.md, "Compiled entries")."""
-    from .. import julia
+    from bridge import julia
 
     pointers = [int(p) for p in julia.call("include", str(source))]
     ops = [entry.op for entry in entries(spec)]
@@ -177,7 +177,7 @@ def _check_names_are_free(spec: OpSpec, library: Path) -> None:
     front.  build() refused names built into TensorFlow before compiling
     anything; what is left are ops of other libraries loaded in this process
     (another op folder with the same op name, or an earlier build of this one)."""
-    from .. import op_library
+    from bridge.ops import op_library
 
     if op_library.is_loaded(library):
         return
@@ -195,7 +195,7 @@ def _register_gradient(op_type: str) -> None:
     every input, and the op's attributes; it returns one gradient per float
     input (bridge.grad.register_custom_op_gradient follows the same order)."""
     try:
-        from ..grad import register_custom_op_gradient
+        from bridge.grad import register_custom_op_gradient
     except ImportError:  # a bridge without symbolic gradients: the op still runs
         return
     register_custom_op_gradient(op_type)

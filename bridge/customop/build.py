@@ -7,11 +7,11 @@ build is returned without running cmake.  A build runs in a temporary folder
 renamed into place only on success, so a folder named by a key is always
 complete; a failed build is kept in ``<dir>/build/<key>.failed/`` for
 inspection.  Builds of one key are serialised with a lock file, so two
-processes asking at once compile once (all of this is :mod:`bridge.cache`).
+processes asking at once compile once (all of this is :mod:`bridge.platform.cache`).
 
 A build folder also carries a copy of the tfjl runtime the library links
 (found first through its ``$ORIGIN`` RPATH), so a built op loads where the
-per-user cache is read-only or has lost its runtime (``bridge.cache``);
+per-user cache is read-only or has lost its runtime (``bridge.platform.cache``);
 a cached build writes nothing, so the op folder may be read-only too.
 """
 from __future__ import annotations
@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from .. import buildtools, cache, julia_runtime
-from .._paths import OP_BUILD_DIR, OP_SPEC_FILE
+from bridge.julia import buildtools, runtime as julia_runtime
+from bridge.platform import cache
+from bridge.platform.paths import OP_BUILD_DIR, OP_SPEC_FILE
 from . import codegen, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
@@ -50,9 +51,7 @@ def cache_key(spec: OpSpec) -> str:
     key = cache.Key(spec.source)
     for path in codegen.template_files():
         key.add_file(path, "template " + path.name)
-    here = Path(__file__).resolve().parent
-    for name in ("codegen.py", "spec.py", "model.py"):
-        key.add_file(here / name, "generator " + name)
+    key.add_modules(codegen.__name__)  # the generator and every bridge module it reads
     tf = toolchain.tensorflow()
     julia = toolchain.julia()
     key.add(tf.fingerprint, *tf.definitions, f"julia {julia.version}", f"runtime {julia.runtime_hash}")
@@ -115,7 +114,7 @@ def check_not_built_in(spec: OpSpec) -> None:
     the library's registration and keep its own op under that name.  Ops that
     libraries loaded in this process registered are not built in (the op's
     own earlier build among them): customop.load refuses a clash with those."""
-    from .. import op_library
+    from bridge.ops import op_library
 
     loaded = op_library.library_op_names()
     for op_type in op_types(spec):
@@ -139,7 +138,7 @@ KEEP_BUILDS = 3                  # complete builds kept per op folder, newest fi
 def prune(root: Path, keep: str) -> None:
     """Remove what earlier builds left in ``root``: complete builds beyond the
     newest KEEP_BUILDS (``keep`` always stays), other keys' failed builds, and
-    temporary folders of killed builds (``bridge.cache.prune``)."""
+    temporary folders of killed builds (``bridge.platform.cache.prune``)."""
     cache.prune(root, keep, KEEP_BUILDS, is_entry=lambda p: len(p.name) == _KEY_LENGTH
                 and all(c in "0123456789abcdef" for c in p.name))
 

@@ -53,7 +53,7 @@ def use(op: str, directory: Path, source: Path) -> None:
     load path and check that every package ``source`` imports at top level
     can be loaded; otherwise raise JuliaPackageError, with the load path as
     it was.  Runs none of ``source``."""
-    from .. import julia
+    from bridge import julia
 
     problems = julia.call("TFBridge.use_op_environment", str(directory), str(source))
     if problems:
@@ -74,7 +74,7 @@ def explain_load_error(op: str, directory: Path, source: Path, error: Exception)
 
 
 def _missing(op: str, directory: Path, source: Path, packages: Sequence[str], details: str) -> JuliaPackageError:
-    from .. import julia
+    from bridge import julia
 
     load_path = julia.eval('join(Base.LOAD_PATH, ", ")')
     depots = julia.eval('join(Base.DEPOT_PATH, ", ")')
@@ -98,7 +98,7 @@ def package_uuids(packages: Sequence[str], directory: Path) -> dict[str, tuple[s
     (the environments on its load path, its standard library, registries and
     installed packages in its depots); JuliaPackageError for any it cannot
     find, naming how to fix it."""
-    from .. import julia
+    from bridge import julia
 
     check_package_names(packages)
     found, unknown = {}, []

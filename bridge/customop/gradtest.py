@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .. import julia_contract
+from bridge.julia import contract as julia_contract
 from .model import Arg, Attr, OpSpec
 
 __all__ = ["main", "GradtestError", "read_inputs_file", "parse_assignment", "apply_given"]
@@ -153,7 +153,7 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
     print the verdict and return the exit status (0 PASS, 1 FAIL, 2 could
     not run, with the reason printed)."""
     import bridge
-    from ..gradient_check import write_plot
+    from bridge.grad.gradient_check import write_plot
     from . import SPEC_FILE, load, parse_file
     from .spec import grad_inputs, snake_case
 
@@ -212,7 +212,7 @@ def _sample_note(spec: OpSpec) -> str:
 def _keywords(spec: OpSpec, attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes as the op function's keyword arguments (it renames
     parameters that would shadow Python names, as the op generator does)."""
-    from ..opgen import safe_name
+    from bridge.ops.opgen import safe_name
 
     params: dict[str, str] = {}
     for name in [a.name for a in spec.inputs] + [t.name for t in spec.attrs]:

@@ -15,7 +15,7 @@ The format is ADCME's, with a few extensions::
     @backward two_layer_grad      # extension: its gradient (default: forward + "_grad")
 
 Types: double, float, int32, int64, bool, string; aliases float64 -> double,
-float32 -> float, int -> int32 (the table in bridge/julia_contract.py).  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
+float32 -> float, int -> int32 (the table in bridge/julia/contract.py).  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
 fixed sizes ``(?,2)``, any rank; spaces inside are allowed.
 
 Extensions over ADCME:
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
-from .. import julia_contract as contract
+from bridge.julia import contract
 from .model import Arg, Attr, Dim, Expr, OpSpec
 
 __all__ = [
@@ -69,7 +69,7 @@ __all__ = [
     "ATTR_TYPES",
 ]
 
-# The type names come from the contract table (bridge/julia_contract.py).
+# The type names come from the contract table (bridge/julia/contract.py).
 TYPES = contract.spec_types()             # double, float, int32, int64, bool, string
 ATTR_TYPES = contract.attr_types()        # double, float, int64, bool, string
 _TYPE_ALIASES = contract.spec_aliases()   # float64 -> double, float32 -> float, int -> int32
@@ -140,7 +140,7 @@ def _julia_name_problem(name: str, kind: str) -> str:
 #     dimension's name, checked as such); and TensorFlow's op registry refuses
 #     attributes named like its data types.
 # Python keywords need nothing: the op functions append "_" to them
-# (bridge.opgen.safe_name), and the compiled entries and gradtest.py write the
+# (bridge.ops.opgen.safe_name), and the compiled entries and gradtest.py write the
 # names only inside strings and symbols.
 
 # C++17's keywords and alternative tokens, as g++ -std=c++17 reads them (the
@@ -432,7 +432,7 @@ def _to_dim(node: Node) -> Dim:
 # ---------------------------------------------------------------- line parsing
 
 def snake_case(name: str) -> str:
-    """TensorFlow's CamelCase -> snake_case, as bridge.opgen names op functions:
+    """TensorFlow's CamelCase -> snake_case, as bridge.ops.opgen names op functions:
     a '_' before an upper-case letter that follows a lower-case one or starts a
     new word (TwoLayer -> two_layer, Conv2D -> conv2d, HSVToRGB -> hsv_to_rgb)."""
     out: list[str] = []

@@ -3,10 +3,10 @@ importing TensorFlow (``import tensorflow`` costs seconds and must never happen
 in a process that runs Julia).
 
 TensorFlow: headers and ``libtensorflow_framework.so.2`` from the installed
-wheel (:mod:`bridge._lib`), C++17, and the libstdc++ ABI the library was built
+wheel (:mod:`bridge.framework._lib`), C++17, and the libstdc++ ABI the library was built
 with (read from its symbols, as ``tf.sysconfig.get_compile_flags`` would
-report).  Julia and the tfjl runtime come from :mod:`bridge.julia_runtime`,
-cmake from :mod:`bridge.buildtools`; whatever is missing is reported here as
+report).  Julia and the tfjl runtime come from :mod:`bridge.julia.runtime`,
+cmake from :mod:`bridge.julia.buildtools`; whatever is missing is reported here as
 ToolchainError, the one error an op build turns into "cannot build <op>".
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .. import _lib, buildtools, julia_runtime
+from bridge.framework import _lib
+from bridge.julia import buildtools, runtime as julia_runtime
 
 # The pip wheels are built with this alignment; a mismatch corrupts Eigen
 # tensors passed between TF and the op, so it is part of every compile.
@@ -91,7 +92,7 @@ def julia() -> JuliaBuild:
 
 
 def runtime_library() -> Path:
-    """libtfjl_runtime.so, built by bridge.julia_runtime if it is not yet.
+    """libtfjl_runtime.so, built by bridge.julia.runtime if it is not yet.
 
     ToolchainError when it is not built and the cache cannot be written."""
     try:
@@ -101,7 +102,7 @@ def runtime_library() -> Path:
 
 
 def cmake() -> str:
-    """The cmake executable (bridge.buildtools.cmake)."""
+    """The cmake executable (bridge.julia.buildtools.cmake)."""
     try:
         return buildtools.cmake()
     except buildtools.ToolNotFoundError as exc:

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from .api import gradients, hessian, hessians, jacobian
 from .custom_op import register_custom_op_gradient
-from .registry import (ACCEPTS_NONE, NotDifferentiable, RegisterGradient, get_gradient_function,
-                       no_gradient, register_gradient)
+from .registry import (ACCEPTS_NONE, NotDifferentiable, RegisterGradient, get_gradient_function, no_gradient,
+                       register_gradient)
 
 # Importing the op families registers their gradients.
-from . import (array_grad, control_flow_grad, ctc_grad, data_flow_grad, device_grad,  # noqa: F401
-               function_grad, image_grad, linalg_grad, list_grad, math_grad, nn_grad, ragged_grad,
-               random_grad, resource_variable_grad, rnn_grad, sparse_grad, special_math_grad,
-               spectral_grad, tensor_array_grad)
+from . import (array_grad, control_flow_grad, ctc_grad, data_flow_grad, device_grad, function_grad,
+               image_grad, linalg_grad, list_grad, math_grad, nn_grad, ragged_grad, random_grad,
+               resource_variable_grad, rnn_grad, sparse_grad, special_math_grad, spectral_grad,
+               tensor_array_grad)
 from . import not_differentiable  # noqa: F401  (last: the families' registrations come first)
 
 __all__ = ["gradients", "jacobian", "hessian", "hessians", "RegisterGradient", "NotDifferentiable",

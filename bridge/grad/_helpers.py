@@ -9,9 +9,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Operation, Output, get_default_graph
-from ..tensor import Tensor
+from bridge.framework import dtypes
+from bridge.framework.graph import Operation, Output, get_default_graph
+from bridge.framework.tensor import Tensor
 
 
 def _node(op_type: str, inputs: Sequence[Any], attrs: Optional[dict] = None,

@@ -5,8 +5,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..builders import Variable
-from ..graph import Output
+from bridge.framework.builders import Variable
+from bridge.framework.graph import Output
 from ._helpers import _add_n, _const, _ones, _op, _zeros_like
 from .walk import Backprop
 

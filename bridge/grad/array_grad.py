@@ -1,8 +1,8 @@
 """Gradients of array ops TensorFlow's C++ registry lacks (after TF's array_grad.py)."""
 from __future__ import annotations
 
-from .. import dtypes
-from ..graph import get_default_graph
+from bridge.framework import dtypes
+from bridge.framework.graph import get_default_graph
 from ._helpers import _const, _op
 from .registry import NotDifferentiable, RegisterGradient, add_gradient_source
 

@@ -1,17 +1,17 @@
 """Gradients of ``If`` and ``While`` (from ``bridge.cond``/``bridge.while_loop``)
 and of the TensorLists a loop keeps for them.
 
-The module docstring of :mod:`bridge.control_flow` tells how they work.
+The module docstring of :mod:`bridge.framework.control_flow` tells how they work.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from .. import dtypes
-from ..attrs import Shape
-from ..control_flow import WhileInfo, make_if, make_while, while_loop
-from ..functions import TracedFunction, lookup
-from ..graph import Operation, Output
+from bridge.framework import dtypes
+from bridge.framework.attrs import Shape
+from bridge.framework.control_flow import WhileInfo, make_if, make_while, while_loop
+from bridge.framework.functions import TracedFunction, lookup
+from bridge.framework.graph import Operation, Output
 from ._helpers import _const, _node, _op, is_differentiable
 from .function_grad import vjp
 from .registry import ACCEPTS_NONE, NotDifferentiable, RegisterGradient

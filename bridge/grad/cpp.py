@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from .. import buffers
-from .._lib import ffi, lib
-from ..errors import OpError, check, status
-from ..graph import Graph, Operation, Output
-from ..opdef import op_def
+from bridge.framework import buffers
+from bridge.framework._lib import ffi, lib
+from bridge.framework.errors import OpError, check, status
+from bridge.framework.graph import Graph, Operation, Output
+from bridge.framework.opdef import op_def
 
 # Op types whose C++ gradient turned out to be missing (the walk keeps them out of blocks).
 missing_types: set[str] = set()

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..graph import Operation, Output
-from ..opdef import op_def
+from bridge.framework.graph import Operation, Output
+from bridge.framework.opdef import op_def
 from ._helpers import _zeros_like
 from .registry import register_gradient, registered
 

@@ -7,8 +7,8 @@ forward ops run.
 """
 from __future__ import annotations
 
-from .. import dtypes
-from ..graph import Operation, Output, get_default_graph
+from bridge.framework import dtypes
+from bridge.framework.graph import Operation, Output, get_default_graph
 from ._helpers import _const, _op
 from .registry import RegisterGradient
 

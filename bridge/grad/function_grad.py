@@ -15,8 +15,8 @@ from __future__ import annotations
 import weakref
 from typing import Optional, Sequence
 
-from ..functions import FuncGraph, TracedFunction, lookup
-from ..graph import Operation, Output
+from bridge.framework.functions import FuncGraph, TracedFunction, lookup
+from bridge.framework.graph import Operation, Output
 from ._helpers import is_differentiable
 from .api import gradients
 from .registry import ACCEPTS_NONE, GradientFunction, add_gradient_source

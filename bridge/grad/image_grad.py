@@ -1,8 +1,8 @@
 """Gradients of image ops (resizing, crops, colour, projective transforms), after TF's image_grad.py."""
 from __future__ import annotations
 
-from .. import dtypes
-from ..graph import Output
+from bridge.framework import dtypes
+from bridge.framework.graph import Output
 from ._helpers import _c, _const, _mul, _op
 from .registry import NotDifferentiable, RegisterGradient
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..dtypes import as_dtype as _as_dtype
-from ..graph import Output
+from bridge.framework.dtypes import as_dtype as _as_dtype
+from bridge.framework.graph import Output
 from ._helpers import _c, _const, _node, _op
 from .registry import RegisterGradient
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import dtypes
-from ..graph import Operation, Output
+from bridge.framework import dtypes
+from bridge.framework.graph import Operation, Output
 from ._helpers import _const, _node, _op
 from .registry import NotDifferentiable, RegisterGradient
 

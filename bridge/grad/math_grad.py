@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Output, get_default_graph
+from bridge.framework import dtypes
+from bridge.framework.graph import Output, get_default_graph
 from ._helpers import _c, _const, _mul, _node, _op, _ones, _zeros_like
 from .registry import NotDifferentiable, RegisterGradient
 

@@ -6,9 +6,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Output
-from ..opdef import op_def
+from bridge.framework import dtypes
+from bridge.framework.graph import Output
+from bridge.framework.opdef import op_def
 from ._helpers import _c, _const, _mul, _node, _op, _zeros_like
 from .registry import ACCEPTS_NONE, RegisterGradient
 

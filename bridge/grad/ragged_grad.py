@@ -7,7 +7,7 @@ sums them into a dense tensor (as ``tf.convert_to_tensor`` would).
 """
 from __future__ import annotations
 
-from ..graph import Output
+from bridge.framework.graph import Output
 from ._helpers import _const, _node, _op
 from .registry import NotDifferentiable, RegisterGradient
 

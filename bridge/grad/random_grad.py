@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Output
+from bridge.framework.graph import Output
 from ._helpers import _c, _const, _mul, _node, _op, _ones
 from .registry import RegisterGradient
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal, Optional
 
-from .._lib import ffi, lib
-from ..errors import status
-from ..graph import Operation
+from bridge.framework._lib import ffi, lib
+from bridge.framework.errors import status
+from bridge.framework.graph import Operation
 
 __all__ = ["GradientFunction", "ACCEPTS_NONE", "RegisterGradient", "register_gradient",
            "NotDifferentiable", "no_gradient", "registered", "get_gradient_function",

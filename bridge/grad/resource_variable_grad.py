@@ -10,8 +10,8 @@ variable add up like any other.
 """
 from __future__ import annotations
 
-from .. import dtypes
-from ..graph import Operation, Output
+from bridge.framework import dtypes
+from bridge.framework.graph import Operation, Output
 from ._helpers import _const, _op
 from .registry import RegisterGradient
 

@@ -5,8 +5,8 @@ get a gradient, the indices and shapes None.
 """
 from __future__ import annotations
 
-from .. import dtypes
-from ..graph import Output
+from bridge.framework import dtypes
+from bridge.framework.graph import Output
 from ._helpers import _const, _node, _op
 from .registry import NotDifferentiable, RegisterGradient
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Output, get_default_graph
+from bridge.framework.graph import Output, get_default_graph
 from ._helpers import _c, _mul, _op, _ones
 from .registry import RegisterGradient
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Output
+from bridge.framework import dtypes
+from bridge.framework.graph import Output
 from ._helpers import _c, _const, _mul, _op
 from .registry import RegisterGradient
 

@@ -10,7 +10,7 @@ tensors, as in TF.  The V1/V2 op types take TF's string handles, which
 """
 from __future__ import annotations
 
-from ..graph import Operation, Output, get_default_graph
+from bridge.framework.graph import Operation, Output, get_default_graph
 from ._helpers import _node, _op
 from .registry import NotDifferentiable, RegisterGradient
 from .walk import current_call

@@ -37,8 +37,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from ..errors import OpError
-from ..graph import Graph, Operation, Output
+from bridge.framework.errors import OpError
+from bridge.framework.graph import Graph, Operation, Output
 from ._helpers import _add_n, _op, _zeros_like, is_differentiable
 from .cpp import add_cpp_gradients, clone_op, missing_types, note_missing_gradient
 from .registry import ACCEPTS_NONE, GradientFunction, gradient_source, no_gradient_error

@@ -1,7 +1,7 @@
 """A function for every op registered with TensorFlow: ``bridge.ops.mat_mul(a, b)``.
 
 The functions are generated from TensorFlow's OpDef registry
-(``TF_GetAllOpList``) by :mod:`bridge.opgen`; each builds one op in the
+(``TF_GetAllOpList``) by :mod:`bridge.ops.opgen`; each builds one op in the
 graph of its inputs (else the default graph) and returns its outputs.
 
 Rules of the generated functions
@@ -62,22 +62,29 @@ On the first import for a given op list: the registry's serialized OpList
 (sorted by op name) and the generator's own source (opgen.py,
 op_helpers.py, opdef.py, the templates) are hashed, and the module
 generated for that hash is kept in
-``bridge.cache.root()/ops/registry-<hash>.py`` with its compiled code
+``bridge.platform.cache.root()/ops/registry-<hash>.py`` with its compiled code
 beside it (``.bin``), both written atomically.  A new TensorFlow, or a
 change to the generator, gives a new hash and so a new module; every later
 import just loads the cached code (measured on a 2-core VM: about 1.2 s for
 the first import, 50-90 ms after it; the four most recent modules are kept).  Ops of
 libraries loaded with :func:`bridge.load_op_library` before this import are
-left out (they live in that library's module).  Importing this module loads
-TensorFlow's libraries, which building any op needs anyway.
+left out (they live in that library's module).  The first use of a function loads
+TensorFlow's libraries, which building any op needs anyway; importing the
+package's own modules (``opgen``, ``op_helpers``, ``op_library``,
+``operators``) generates nothing.
 """
 from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any, Optional
 
 
 def _Load():
     """Import (generating on first use) the module of the registry's ops."""
-    from .. import op_library, opdef, opgen
-    from .._lib import ffi, lib
+    from . import op_library, opgen
+    from bridge.framework import opdef
+    from bridge.framework._lib import ffi, lib
 
     version = ffi.string(lib.TF_Version()).decode()
     return opgen.load_generated(
@@ -99,11 +106,38 @@ def _Exports(module) -> dict:
     return out
 
 
-# Function names are lower-case, so these capitalised helpers never collide with one.
-_EXPORTS = _Exports(_Load())
-del _Load, _Exports
-globals().update(_EXPORTS)
-del _EXPORTS
+# The generated functions load on first use, so that importing this package's
+# own modules (the generator, the operators that `import bridge` installs)
+# generates nothing.  Function names are lower-case, so the capitalised helpers
+# above never collide with one.
+_SUBMODULES = frozenset({"opgen", "op_helpers", "op_library", "operators"})
+_LOCK = threading.RLock()
+_EXPORTED: Optional[frozenset] = None
+
+
+def _exports() -> frozenset:
+    global _EXPORTED
+    with _LOCK:
+        if _EXPORTED is None:
+            exports = _Exports(_Load())
+            globals().update(exports)
+            _EXPORTED = frozenset(exports)
+    return _EXPORTED
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(name)
+    if name not in _exports():
+        raise AttributeError(f"module 'bridge.ops' has no attribute '{name}'")
+    return globals()[name]
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | _exports())
+
 
 OP_TYPES: dict[str, str]
 RENAMED: dict[str, str]

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from .. import _proto as pb
-from .. import buffers, errors
-from .._lib import ffi, lib
-from ..errors import check, status
-from ..graph import Graph, Operation, Output
-from .._paths import op_folder_of_library
-from ..session import Session, SessionConfig, session_options
+from bridge.framework import _proto as pb
+from bridge.framework import buffers, errors
+from bridge.framework._lib import ffi, lib
+from bridge.framework.errors import check, status
+from bridge.framework.graph import Graph, Operation, Output
+from bridge.platform.paths import op_folder_of_library
+from bridge.framework.session import Session, SessionConfig, session_options
 
 #: The signature under which TF2 records the op that initializes tables (the
 #: loader runs it; it is not a signature to call).
@@ -131,7 +131,7 @@ def _load_op_libraries(op_libraries: Sequence[Any]) -> None:
     if not op_libraries:
         return
     # The op layer loads here, not on import: `import bridge` stays free of it.
-    from ..op_library import is_loaded, load_op_library
+    from bridge.ops.op_library import is_loaded, load_op_library
     for entry in op_libraries:
         if hasattr(entry, "LIBRARY_PATH") and hasattr(entry, "OP_TYPES"):
             if not is_loaded(entry.LIBRARY_PATH):

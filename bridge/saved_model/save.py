@@ -18,7 +18,7 @@ writes, which both ``tf.saved_model.load`` and
 
 Everything is written into a temporary folder beside ``export_dir``, then
 renamed into place: a failed save leaves nothing behind.  Protocol buffers
-are encoded with :mod:`bridge._proto` (the binding has no protobuf
+are encoded with :mod:`bridge.framework._proto` (the binding has no protobuf
 dependency).
 """
 from __future__ import annotations
@@ -30,13 +30,13 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
 
-from .. import _proto as pb
-from .. import buffers
-from .._lib import ffi, lib
-from .._paths import op_folder_of_library
-from ..attrs import Shape
-from ..graph import Graph, Output
-from ..session import Session
+from bridge.framework import _proto as pb
+from bridge.framework import buffers
+from bridge.framework._lib import ffi, lib
+from bridge.platform.paths import op_folder_of_library
+from bridge.framework.attrs import Shape
+from bridge.framework.graph import Graph, Output
+from bridge.framework.session import Session
 from .load import OP_LIBRARIES_RECORD
 
 SERVING_DEFAULT = "serving_default"
@@ -208,7 +208,7 @@ def _meta_graph_def(graph: Graph, graph_def: bytes, op_types: set[str], tags: Se
 
 def _op_library_record(used: set[str]) -> list[dict]:
     # The op layer loads here, not on import: `import bridge` stays free of it.
-    from ..op_library import loaded_libraries
+    from bridge.ops.op_library import loaded_libraries
     record = []
     for path, op_types in sorted(loaded_libraries().items()):
         here = sorted(used & op_types)
@@ -223,7 +223,7 @@ def _op_library_record(used: set[str]) -> list[dict]:
 
 def _saver_for(graph: Graph, variables: list):
     """A Saver of exactly ``variables``: one an earlier export made, or a new one."""
-    from ..train.saver import Saver   # imports bridge.ops: only when saving
+    from bridge.train.saver import Saver   # imports bridge.ops: only when saving
 
     by_name = {v.name: v for v in variables}
     for saver in graph.collections.get(_SAVERS_COLLECTION, []):
@@ -241,7 +241,7 @@ def save(session: Session, export_dir: Union[str, os.PathLike], signatures: Any 
     ``signatures``: a dict signature name -> (inputs, outputs), each a dict
     key -> Output, or one (inputs, outputs) pair (the "serving_default"
     signature).  ``export_dir`` must not exist or be empty.  Returns its path."""
-    from ..builders import global_variables
+    from bridge.framework.builders import global_variables
 
     if not isinstance(session, Session):
         raise TypeError(f"save: session must be a bridge.Session, not {type(session).__name__}")

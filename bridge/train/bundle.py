@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Union
 
-from .. import _proto as pb
-from .. import dtypes
-from ..attrs import Shape
+from bridge.framework import _proto as pb
+from bridge.framework import dtypes
+from bridge.framework.attrs import Shape
 
 #: The SSTable footer: two block handles padded to 40 bytes, then the magic number.
 _FOOTER_SIZE = 48

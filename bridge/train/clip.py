@@ -11,10 +11,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes
-from ..builders import Variable, constant, convert_to_output
-from ..graph import Output, get_default_graph
-from .. import ops
+from bridge.framework import dtypes
+from bridge.framework.builders import Variable, constant, convert_to_output
+from bridge.framework.graph import Output, get_default_graph
+from bridge import ops
 from .optimizer import cast
 
 __all__ = ["clip_by_norm", "global_norm", "clip_by_global_norm"]

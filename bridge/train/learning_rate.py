@@ -11,10 +11,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes
-from ..builders import Variable, constant
-from ..graph import Graph, Output, get_default_graph
-from .. import ops
+from bridge.framework import dtypes
+from bridge.framework.builders import Variable, constant
+from bridge.framework.graph import Graph, Output, get_default_graph
+from bridge import ops
 from .optimizer import cast, to_output
 
 __all__ = ["get_global_step", "create_global_step", "get_or_create_global_step",

@@ -27,9 +27,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes, ops
-from ..builders import Variable, constant, trainable_variables
-from ..graph import Graph, Operation, Output, get_default_graph
+from bridge.framework import dtypes
+from bridge import ops
+from bridge.framework.builders import Variable, constant, trainable_variables
+from bridge.framework.graph import Graph, Operation, Output, get_default_graph
 
 #: What TF's optimizers accept for the loss, the variables and the gradients.
 VALID_DTYPES = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
@@ -136,7 +137,7 @@ class Optimizer:
         for TF's signature; the bridge always sums with AddN (TF's default)
         and places gradients by TF's rules for the graph.
         """
-        from ..grad import gradients
+        from bridge.grad import gradients
 
         if callable(loss) and not isinstance(loss, (Output, Variable)):
             loss = loss()

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..builders import Variable
-from ..graph import Operation, Output
-from .. import ops
+from bridge.framework.builders import Variable
+from bridge.framework.graph import Operation, Output
+from bridge import ops
 from .optimizer import Optimizer, cast, filled, group, to_output
 
 __all__ = ["GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",

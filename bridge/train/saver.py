@@ -33,12 +33,13 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import _proto as pb
-from .. import errors, ops
-from ..attrs import Shape
-from ..builders import Variable, constant, global_variables
-from ..graph import Graph, Operation, Output
-from ..session import Session
+from bridge.framework import _proto as pb
+from bridge.framework import errors
+from bridge import ops
+from bridge.framework.attrs import Shape
+from bridge.framework.builders import Variable, constant, global_variables
+from bridge.framework.graph import Graph, Operation, Output
+from bridge.framework.session import Session
 from .bundle import BundleFormatError, read_index
 
 #: The file beside the checkpoints that names the newest ones.

@@ -22,9 +22,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import dtypes, ops
-from ..builders import Variable, placeholder, trainable_variables
-from ..graph import Output
+from bridge.framework import dtypes
+from bridge import ops
+from bridge.framework.builders import Variable, placeholder, trainable_variables
+from bridge.framework.graph import Output
 
 __all__ = ["ScipyOptimizer"]
 
@@ -210,7 +211,7 @@ class ScipyOptimizer:
         return parts
 
     def _build(self) -> None:
-        from ..grad import gradients
+        from bridge.grad import gradients
 
         g = self.graph
         fetches = [self.loss]

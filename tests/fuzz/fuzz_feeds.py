@@ -10,7 +10,7 @@ nested lists and tuples, ragged and over-deep lists, object arrays mixing
 str/bytes/None/ints/floats, huge and non-finite values, strings for numeric
 placeholders and numbers for string ones.
 
-The contract checked (README, "Running a predefined graph"; bridge/tensor.py):
+The contract checked (README, "Running a predefined graph"; bridge/framework/tensor.py):
 
 * a value is accepted, and the fetched value equals ``np.asarray(value)``
   cast to the placeholder's type exactly (shape, dtype, every bit but NaN
@@ -59,7 +59,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import dtypes, ops  # noqa: E402
-from bridge.errors import InvalidArgumentError  # noqa: E402
+from bridge.framework.errors import InvalidArgumentError  # noqa: E402
 
 trace = _common.Tracer(args.trace)
 STATS: Counter = Counter()

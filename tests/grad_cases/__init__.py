@@ -95,7 +95,7 @@ class GradCase:
     def dtype_list(self) -> list[str]:
         if self.dtypes != "auto":
             return list(self.dtypes)
-        from bridge.opdef import op_def
+        from bridge.framework.opdef import op_def
         complex_inputs = any(np.asarray(self.inputs[i]).dtype.kind == "c" for i in self.differentiated())
         try:
             allowed = op_def(self.op).attr(self.dtype_attr).allowed_values

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bridge import ops  # noqa: F401
-from bridge.graph import get_default_graph
+from bridge.framework.graph import get_default_graph
 
 from . import case, cplx, i32, i64, positive, signed  # noqa: F401
 

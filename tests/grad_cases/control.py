@@ -5,9 +5,9 @@ import numpy as np
 
 import bridge
 from bridge import dtypes, ops
-from bridge.control_flow import _FUNCTIONAL_ATTRS, WhileInfo, _loop_functions
-from bridge.functions import TensorSpec, trace_graph
-from bridge.graph import get_default_graph
+from bridge.framework.control_flow import _FUNCTIONAL_ATTRS, WhileInfo, _loop_functions
+from bridge.framework.functions import TensorSpec, trace_graph
+from bridge.framework.graph import get_default_graph
 
 from . import case, cplx, i32, i64, positive, signed  # noqa: F401
 

@@ -28,7 +28,7 @@ def _gather_nd(h, idx):
 
 
 def _attr(op_type, attrs, types, *inputs):
-    from bridge.graph import get_default_graph
+    from bridge.framework.graph import get_default_graph
     return get_default_graph().create_op(op_type, list(inputs), attrs=attrs, attr_types=types).output(0)
 
 

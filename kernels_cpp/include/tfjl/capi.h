@@ -8,7 +8,7 @@
  * error kind (tfjl::ErrorKind in tfjl/contract.h: 1 invalid argument, 2 not
  * found, 3 internal) with *err set to the message.
  *
- * bridge/julia.py feeds the text between the cffi markers to FFI.cdef, so
+ * bridge/julia/host.py feeds the text between the cffi markers to FFI.cdef, so
  * that region holds plain declarations only.
  */
 #ifndef TFJL_CAPI_H_

@@ -1,4 +1,4 @@
-// Generated from bridge/julia_contract.py by `make contract`; do not edit.
+// Generated from bridge/julia/contract.py by `make contract`; do not edit.
 //
 // The Julia-op contract (kernels_cpp/include/tfjl/CONTRACT.md): the dtypes a
 // Julia op takes, the error kinds a call reports, and the arguments of a

@@ -26,7 +26,7 @@
 // Or, in a kernel of its own, call tfjl::CallJulia(ctx, "my_op!", args).
 //
 // Build: include folders kernels_cpp/include and TF's include; link the
-// runtime (bridge.julia_runtime.link_args()) and libtensorflow_framework.
+// runtime (bridge.julia.runtime.link_args()) and libtensorflow_framework.
 #ifndef TFJL_KERNEL_H_
 #define TFJL_KERNEL_H_
 

@@ -4,7 +4,7 @@
 // file (usually through tfjl/kernel.h) and link the runtime library, which
 // owns Julia.  See CONTRACT.md for the calling convention and README.md for
 // the thread design.  The dtypes, error kinds and compiled-entry types come
-// from tfjl/contract.h, generated from bridge/julia_contract.py.
+// from tfjl/contract.h, generated from bridge/julia/contract.py.
 #ifndef TFJL_RUNTIME_H_
 #define TFJL_RUNTIME_H_
 

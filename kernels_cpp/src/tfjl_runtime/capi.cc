@@ -209,7 +209,7 @@ namespace {
 
 // A julia_thread session's run, handed to a Julia thread as a detachable
 // task: it holds copies of TF_SessionRun's arguments, whose targets the
-// Python caller keeps alive until the run is over (bridge/session.py).
+// Python caller keeps alive until the run is over (bridge/framework/session.py).
 struct SessionRun {
   tfjl_session_run_fn session_run;
   void* session;

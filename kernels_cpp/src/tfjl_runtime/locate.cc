@@ -35,7 +35,7 @@ const char* env(const char* name) {
 }
 
 // Runs `julia` (TFBRIDGE_JULIA or the one on PATH) to learn its bindir and
-// sysimage, as bridge.julia_runtime does.  posix_spawn: no shell quoting,
+// sysimage, as bridge.julia.runtime does.  posix_spawn: no shell quoting,
 // and safe in a process full of TensorFlow threads.
 std::string ask_julia(InitParams* params) {
   const char* exe = env("TFBRIDGE_JULIA");

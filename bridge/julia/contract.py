@@ -18,7 +18,7 @@ host calls (``bridge.julia``).  They must agree on
 This module is that agreement.  The Python sides import it; the C++ header
 ``kernels_cpp/include/tfjl/contract.h`` and the Julia file
 ``julia/contract.jl`` are generated from it (checked in; ``make contract``,
-i.e. ``python -m bridge.julia_contract``, rewrites them and
+i.e. ``python -m bridge.julia.contract``, rewrites them and
 ``tests/test_contract.py`` fails when they differ, or when any side
 disagrees with the table).  To add a dtype: add a row to ``DTYPES`` and run
 ``make contract`` (kernels_cpp/include/tfjl/CONTRACT.md, "Changing the
@@ -226,7 +226,7 @@ def error_kind(name: str) -> ErrorKind:
 
 def _require(ok: bool, message: str) -> None:
     if not ok:
-        raise ValueError(f"bridge/julia_contract.py: {message}")
+        raise ValueError(f"bridge/julia/contract.py: {message}")
 
 
 def _check() -> None:
@@ -257,7 +257,7 @@ _check()
 
 HEADER_PATH = ("kernels_cpp", "include", "tfjl", "contract.h")
 JULIA_PATH = ("julia", "contract.jl")
-_NOTICE = "Generated from bridge/julia_contract.py by `make contract`; do not edit."
+_NOTICE = "Generated from bridge/julia/contract.py by `make contract`; do not edit."
 
 
 def _comment(prefix: str, text: str, indent: int = 0) -> list[str]:
@@ -389,7 +389,7 @@ def generated_files(root: Path) -> dict[Path, str]:
 
 
 def _source_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -411,7 +411,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"wrote {path.relative_to(root)}")
     if check and stale:
         print("generated contract files are stale: run `make contract` "
-              "(.venv/bin/python -m bridge.julia_contract)")
+              "(.venv/bin/python -m bridge.julia.contract)")
     return 1 if check and stale else 0
 
 

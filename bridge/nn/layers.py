@@ -28,10 +28,12 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from . import dtypes, initializers, nn, ops
-from .builders import Variable, constant, global_variables
-from .graph import Graph, Operation, Output, get_default_graph
-from .nn import _cast, _convert, _graph_of
+from bridge.framework import dtypes
+from . import initializers, nn_ops as nn
+from bridge import ops
+from bridge.framework.builders import Variable, constant, global_variables
+from bridge.framework.graph import Graph, Operation, Output, get_default_graph
+from .nn_ops import _cast, _convert, _graph_of
 
 __all__ = ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "dropout", "flatten",
            "batch_normalization", "update_ops", "UPDATE_OPS", "REGULARIZATION_LOSSES"]

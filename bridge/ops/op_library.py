@@ -14,10 +14,10 @@ import types
 from pathlib import Path
 from typing import Union
 
-from . import buffers, errors
-from ._lib import ffi, lib
-from .errors import status
-from .opdef import op_def
+from bridge.framework import buffers, errors
+from bridge.framework._lib import ffi, lib
+from bridge.framework.errors import status
+from bridge.framework.opdef import op_def
 
 _lock = threading.Lock()
 _modules: dict[str, types.ModuleType] = {}
@@ -86,7 +86,7 @@ def load_op_library(path: Union[str, os.PathLike]) -> types.ModuleType:
 def _generate(op_list: bytes, path: Path) -> types.ModuleType:
     from . import opgen
     ident = _identifier(path.stem)
-    module_name = f"bridge.op_library.{ident}"
+    module_name = f"bridge.ops.op_library.{ident}"
     module = opgen.load_generated(
         f"library_{ident}", op_list, module_name,
         title=f"Ops of the custom op library {path.name}.",

@@ -10,10 +10,10 @@ second wait and then find it made.
 
 The caches, each stating only its key and how to make its entry:
 
-- ``bridge._lib``: the parsed C API declarations, ``root()/ffi/``;
-- ``bridge.opgen``: generated op modules and their bytecode, ``root()/ops/``;
-- ``bridge.buildtools``: Julia's account of its installation, ``root()/julia-config/``;
-- ``bridge.julia_runtime``: the built runtime, ``root()/runtime/<key>/``;
+- ``bridge.framework._lib``: the parsed C API declarations, ``root()/ffi/``;
+- ``bridge.ops.opgen``: generated op modules and their bytecode, ``root()/ops/``;
+- ``bridge.julia.buildtools``: Julia's account of its installation, ``root()/julia-config/``;
+- ``bridge.julia.runtime``: the built runtime, ``root()/runtime/<key>/``;
 - ``bridge.customop.build``: built ops, ``<op folder>/build/<key>/``.
 
 The per-user cache (:func:`root`) may be read-only or impossible to create
@@ -21,7 +21,7 @@ The per-user cache (:func:`root`) may be read-only or impossible to create
 fall back: declarations, op modules and Julia's configuration are made in
 memory for the process (``publish_file`` returns False), and the runtime is
 taken from a built op's folder, which carries a copy of the runtime it links
-(``bridge.julia_runtime.loadable_runtime_library``), so ops already built
+(``bridge.julia.runtime.loadable_runtime_library``), so ops already built
 still load and run.  Only what needs the runtime built (the first op built
 for a new Julia or new runtime sources) fails, with an error ending in
 :func:`unwritable_hint`.
@@ -89,12 +89,26 @@ class Key:
         """Add a file's name (``name``, else its base name) and its content."""
         return self.add(path.name if name is None else name, path.read_bytes())
 
+    def add_modules(self, *modules: str) -> "Key":
+        """Add the source of ``modules`` and of every bridge module they import
+        (:func:`bridge.platform.sources.module_closure`), each under its path
+        inside the package, so that an edit to anything they read changes the key."""
+        from .sources import module_closure
+        for path in module_closure(*modules):
+            self.add_file(path, _package_relative(path))
+        return self
+
     def digest(self) -> bytes:
         return self._hash.digest()
 
     def hexdigest(self, length: int = 16) -> str:
         """The key as ``length`` hex digits, for a file or folder name."""
         return self._hash.hexdigest()[:length]
+
+
+def _package_relative(path: Path) -> str:
+    parts = path.parts
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("bridge"):]) if "bridge" in parts else path.name
 
 
 @contextlib.contextmanager

@@ -3,8 +3,8 @@
 Each initializer is a callable ``init(shape, dtype=float32) -> Output``
 (``bridge.initializers.glorot_uniform(seed=1)([3, 4])``); the layers call
 them inside the variable's ``<name>/Initializer`` scope.  Random ones build
-TF's random ops (:mod:`bridge.random_ops`) with seeds from
-:func:`bridge.random_seed.get_seed`, so ``bridge.set_random_seed`` makes
+TF's random ops (:mod:`bridge.nn.random_ops`) with seeds from
+:func:`bridge.framework.random_seed.get_seed`, so ``bridge.set_random_seed`` makes
 them reproducible, and an explicit ``seed`` gives TensorFlow's own values.
 
 Fans (``variance_scaling``) are computed as TF's ``_compute_fans``: a
@@ -22,10 +22,11 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from . import dtypes, ops
-from .attrs import Shape
-from .builders import constant as _const
-from .graph import Output, get_default_graph
+from bridge.framework import dtypes
+from bridge import ops
+from bridge.framework.attrs import Shape
+from bridge.framework.builders import constant as _const
+from bridge.framework.graph import Output, get_default_graph
 from . import random_ops
 
 __all__ = [

@@ -23,9 +23,10 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import dtypes, ops
-from .builders import Variable, constant, convert_to_output
-from .graph import Graph, Output, get_default_graph
+from bridge.framework import dtypes
+from bridge import ops
+from bridge.framework.builders import Variable, constant, convert_to_output
+from bridge.framework.graph import Graph, Output, get_default_graph
 from . import random_ops
 
 __all__ = [
@@ -278,7 +279,7 @@ def dropout(x: Any, rate: Any = None, noise_shape: Any = None, seed: Optional[in
     """Zero each element with probability ``rate``, scale the kept ones by
     1 / (1 - rate) (``tf.nn.dropout``).  ``noise_shape`` decides which
     elements share a coin (e.g. [batch, 1, 1, channels]); ``seed`` as in
-    :func:`bridge.random_seed.get_seed`.  ``keep_prob`` (TF1) means rate = 1 - keep_prob."""
+    :func:`bridge.framework.random_seed.get_seed`.  ``keep_prob`` (TF1) means rate = 1 - keep_prob."""
     if keep_prob is not None:
         if rate is not None:
             raise ValueError("dropout: pass rate or keep_prob, not both")
@@ -294,7 +295,7 @@ def dropout(x: Any, rate: Any = None, noise_shape: Any = None, seed: Optional[in
             raise ValueError(f"dropout: x must be a floating point tensor ('{x.name}' is {x.dtype.name})")
         g = get_default_graph()
         if is_rate_number and rate == 0:
-            from .random_seed import get_seed
+            from bridge.framework.random_seed import get_seed
             get_seed(seed, g)  # as TF: the seed counter moves even when nothing is dropped
             return x
         if is_rate_number:

@@ -2,7 +2,7 @@
 
 Both build TensorFlow's *functional* ops, ``If`` and ``While``, whose
 branches, condition and body are functions traced from Python (see
-:mod:`bridge.functions`).  Their gradients are registered in
+:mod:`bridge.framework.functions`).  Their gradients are registered in
 :mod:`bridge.grad.control_flow_grad`.
 
 Why not ``TF_NewWhile``: the C API's while loop is TF v1 control flow

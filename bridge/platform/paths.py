@@ -4,7 +4,7 @@ In a wheel they sit inside the package (``bridge/_resources``); in a source
 checkout or an editable install they are the top-level folders beside
 ``bridge/``.  Everything that needs a template, the C++ runtime or the Julia
 module asks here, so there is one place that knows both layouts.  (The
-per-user cache folder is ``bridge.cache.root()``.)
+per-user cache folder is ``bridge.platform.cache.root()``.)
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Optional
 OP_SPEC_FILE = "custom_op.txt"
 OP_BUILD_DIR = "build"
 
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parents[1]  # bridge/
 
 
 def _resource_dir(name: str) -> Path:

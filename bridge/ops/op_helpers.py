@@ -13,7 +13,7 @@ which does what TensorFlow's ``op_def_library`` does in Python:
   the first Python value; so ``add_v2(x, 1)`` makes the 1 of x's dtype;
 * everything that can be checked before the C API is (input and list
   counts, dtypes against ``allowed_values``), with errors that name the op;
-  attribute values go through :func:`bridge.attrs.convert_attr`, the
+  attribute values go through :func:`bridge.framework.attrs.convert_attr`, the
   checks ``Graph.create_op`` makes too.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import dtypes
-from .attrs import convert_attr, short_repr
-from .graph import Graph, Operation, Output, get_default_graph
-from .tensor import Tensor
+from bridge.framework import dtypes
+from bridge.framework.attrs import convert_attr, short_repr
+from bridge.framework.graph import Graph, Operation, Output, get_default_graph
+from bridge.framework.tensor import Tensor
 
 
 class _TFDefault:
@@ -83,7 +83,7 @@ def _has_definite_dtype(value: Any) -> bool:
 
 def _variable_output(value: Any, dtype: Optional[dtypes.DType]) -> Optional[Output]:
     """A bridge.Variable as an input: its handle where a resource is wanted, else its value."""
-    from .builders import Variable
+    from bridge.framework.builders import Variable
     if not isinstance(value, Variable):
         return None
     return value.handle if dtype is not None and dtype.name == "resource" else value.value()
@@ -335,7 +335,7 @@ class OpBuilder:
                               f"got {short_repr(value)}")
         if isinstance(value, (list, tuple)) and _holds_output(value):
             raise self._pack_error(inp)
-        from .builders import constant
+        from bridge.framework.builders import constant
         try:
             return constant(value, wanted, name=const_name, graph=graph)
         except (TypeError, ValueError) as exc:

@@ -1,7 +1,7 @@
 """Julia inside this Python process.
 
 ``init()`` loads TensorFlow's libraries first (the LLVM clash, see
-``bridge._lib``), then libjulia RTLD_GLOBAL, then the runtime
+``bridge.framework._lib``), then libjulia RTLD_GLOBAL, then the runtime
 (libtfjl_runtime.so) through its own cffi instance, and starts Julia on the
 runtime's dedicated thread with julia/TFBridge.jl loaded.  Every Julia call
 made here is handed to that thread by the runtime: Python threads never touch
@@ -28,15 +28,17 @@ from typing import Any, Optional
 import numpy as np
 from cffi import FFI
 
-from . import _lib, _paths, julia_runtime
-from . import errors as _errors
+from bridge.framework import _lib
+from bridge.platform import paths
+from . import runtime as julia_runtime
+from bridge.framework import errors as _errors
 
 __all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "is_initialized", "eval", "include",
            "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
 
 
 def _cdef_text() -> str:
-    header = (_paths.kernels_cpp_dir() / "include" / "tfjl" / "capi.h").read_text()
+    header = (paths.kernels_cpp_dir() / "include" / "tfjl" / "capi.h").read_text()
     start, end = header.index("/* cffi-begin */"), header.index("/* cffi-end */")
     return header[start + len("/* cffi-begin */"):end]
 
@@ -45,8 +47,8 @@ _ffi = FFI()
 _ffi.cdef(_cdef_text())
 
 # tfjl::DType codes of numpy dtypes, and of strings: the contract table
-# (bridge/julia_contract.py; kernels_cpp/include/tfjl/contract.h).
-from . import julia_contract as _contract  # noqa: E402  (beside the constants it defines)
+# (bridge/julia/contract.py; kernels_cpp/include/tfjl/contract.h).
+from . import contract as _contract  # noqa: E402  (beside the constants it defines)
 
 _DTYPE_CODES = {np.dtype(getattr(np, d.numpy)): d.code for d in _contract.DTYPES if d.numpy is not None}
 _STRING = _contract.by_name("String").code
@@ -113,10 +115,10 @@ def init() -> None:
     with _lock:
         if _rt is not None:
             return
-        _lib.load()  # TensorFlow before libjulia, always (bridge._lib explains why)
+        _lib.load()  # TensorFlow before libjulia, always (bridge.framework._lib explains why)
         config = julia_runtime.julia_config()
         library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
-        bridge_jl = _paths.julia_dir() / "TFBridge.jl"
+        bridge_jl = paths.julia_dir() / "TFBridge.jl"
         _absolute_extra_depot()
         # Kernels that run before init (or in child processes) start Julia
         # from these; they must find the same installation.
@@ -319,14 +321,14 @@ def call(fname: str, *args: Any) -> Any:
 
 class JuliaThreadRunner:
     """How a ``Session(config=SessionConfig(julia_thread=True))`` runs
-    ``TF_SessionRun`` (bridge.session.set_julia_thread_runner): on one of
+    ``TF_SessionRun`` (bridge.framework.session.set_julia_thread_runner): on one of
     Julia's threads, with ops executed inline there, so Julia ops call Julia
     directly.  (With TF's thread pool, a Julia op would wait for Julia's
     thread while that thread waits for the run.)"""
 
     def run(self, session, run_options, inputs, input_values, ninputs: int, outputs, output_values,
             noutputs: int, targets, ntargets: int, run_metadata, status, timeout: Optional[float] = None):
-        """``TF_SessionRun`` with the same arguments (cdata of bridge._lib).
+        """``TF_SessionRun`` with the same arguments (cdata of bridge.framework._lib).
 
         Returns None once the run is over, or, when ``timeout`` (seconds)
         passed or an interrupt came first, ``("deadline" | "interrupted",
@@ -339,7 +341,7 @@ class JuliaThreadRunner:
         if forked != _ffi.NULL:  # the run would fail op by op; say why once
             raise JuliaError("Session(julia_thread=True).run: Julia is not available: "
                              + _ffi.string(forked).decode(errors="replace"), _FAILED_PRECONDITION)
-        # The arguments are cdata of bridge._lib's FFI; the runtime takes them type-erased.
+        # The arguments are cdata of bridge.framework._lib's FFI; the runtime takes them type-erased.
         ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
         pending = _ffi.new("void**")
         timeout_us = -1 if timeout is None else max(0, int(timeout * 1e6))
@@ -369,7 +371,7 @@ _RUNNER = JuliaThreadRunner()
 
 def session_runner() -> JuliaThreadRunner:
     """Start Julia and return what ``Session(config=SessionConfig(julia_thread=True))``
-    runs ``TF_SessionRun`` with (bridge.session.set_julia_thread_runner)."""
+    runs ``TF_SessionRun`` with (bridge.framework.session.set_julia_thread_runner)."""
     init()
     return _RUNNER
 

@@ -14,10 +14,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import dtypes, ops
-from .graph import Output, get_default_graph
-from . import nn as _nn
-from .nn import _cast, _convert, name_scope
+from bridge.framework import dtypes
+from bridge import ops
+from bridge.framework.graph import Output, get_default_graph
+from . import nn_ops as _nn
+from .nn_ops import _cast, _convert, name_scope
 
 __all__ = ["Reduction", "compute_weighted_loss", "mean_squared_error", "absolute_difference",
            "softmax_cross_entropy", "sparse_softmax_cross_entropy", "sigmoid_cross_entropy",

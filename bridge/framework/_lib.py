@@ -22,7 +22,7 @@ from pathlib import Path
 
 import cffi
 
-from . import cache
+from bridge.platform import cache
 
 _DECL_DIR = Path(__file__).resolve().parent / "decl"
 _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h")
@@ -47,7 +47,7 @@ def _make_ffi():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module.ffi
-    except OSError:  # no writable cache: parse in memory (bridge.cache)
+    except OSError:  # no writable cache: parse in memory (bridge.platform.cache)
         if builder is not None:
             return builder  # parsed already; only emitting it failed
         built = cffi.FFI()

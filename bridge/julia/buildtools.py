@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import cache
+from bridge.platform import cache
 
 
 class ToolNotFoundError(RuntimeError):

@@ -32,8 +32,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .graph import Graph, Output
-from .session import Session
+from bridge.framework.graph import Graph, Output
+from bridge.framework.session import Session
 
 __all__ = ["gradcheck", "GradcheckResult", "compute_gradient", "compare_jacobians", "JacobianCheck"]
 
@@ -47,8 +47,8 @@ class _Problem:
 
     def __init__(self, f: Any, x0: Any, x: Any = None, feed_dict: Optional[dict] = None,
                  session: Optional[Session] = None, attrs: Optional[dict] = None):
-        from . import builders
-        from .functions import flatten
+        from bridge.framework import builders
+        from bridge.framework.functions import flatten
         self.single = not isinstance(x0, (list, tuple))
         self.x0 = [np.array(v, dtype=np.float64 if np.asarray(v).dtype.kind in "iub" else None)
                    for v in ([x0] if self.single else x0)]
@@ -146,8 +146,8 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
     ``plot``: a path to write the log-log plot (PNG) to, with O(h) and O(h^2)
     reference lines; needs matplotlib.
     """
-    from .functions import flatten
-    from .grad import gradients
+    from bridge.framework.functions import flatten
+    from . import gradients
     steps_arr = np.asarray(sorted(steps, reverse=True), dtype=np.float64)
     if steps_arr.size < 2 or np.any(steps_arr <= 0):
         raise ValueError("gradcheck: steps must hold at least two positive step sizes")
@@ -201,8 +201,8 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
 
 def _weighted_sum(ys: list[Output], shapes: list[tuple], rng: np.random.Generator) -> Output:
     """sum_k sum(w_k * y_k) with random w_k (just y for a single scalar)."""
-    from .builders import constant
-    from .grad._helpers import _op
+    from bridge.framework.builders import constant
+    from ._helpers import _op
     if len(ys) == 1 and shapes[0] == ():
         return ys[0] if ys[0].dtype.is_floating else _op("Real", [ys[0]])
     terms = []
@@ -258,8 +258,8 @@ def compute_gradient(f: Any, x0: Any, *, delta: Optional[float] = None, x: Any =
     fed a one-hot gradient per row); the numerical one from central
     differences with step ``delta`` (1e-6 for float64, 1e-3 for float32).
     """
-    from .builders import placeholder
-    from .grad import gradients
+    from bridge.framework.builders import placeholder
+    from . import gradients
     problem = _Problem(f, x0, x, feed_dict, session, attrs)
     try:
         graph = problem.graph

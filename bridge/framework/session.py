@@ -205,7 +205,7 @@ class Session:
         if self._julia_thread:
             if _julia_thread_runner is None:
                 raise RuntimeError("SessionConfig(julia_thread=True) needs a Julia host to run on, and none "
-                                   "is registered (bridge.session.set_julia_thread_runner)")
+                                   "is registered (bridge.framework.session.set_julia_thread_runner)")
             self._runner = _julia_thread_runner()
         self._scan_pos = 0    # TF_GraphNextOperation's cursor: how far the graph has been counted
         self._scan_count = 0  # operations counted so far

@@ -4,7 +4,7 @@
 ops in the same order as ``tf.random.uniform`` / ``normal`` /
 ``truncated_normal`` (the raw random op, then ``* (max - min) + min`` or
 ``* stddev + mean`` in the output dtype), with seeds from
-:func:`bridge.random_seed.get_seed`.  So for the same (seed, seed2) they give
+:func:`bridge.framework.random_seed.get_seed`.  So for the same (seed, seed2) they give
 TensorFlow's values bit for bit.  The initializers, ``bridge.nn.dropout``
 and the layers draw their random numbers here.
 """
@@ -14,10 +14,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import dtypes, ops
-from .builders import constant
-from .graph import Output, get_default_graph
-from .random_seed import op_seed_attrs
+from bridge.framework import dtypes
+from bridge import ops
+from bridge.framework.builders import constant
+from bridge.framework.graph import Output, get_default_graph
+from bridge.framework.random_seed import op_seed_attrs
 
 __all__ = ["random_normal", "random_uniform", "truncated_normal"]
 

@@ -3,7 +3,7 @@
 The rules (names, signatures, docstrings, outputs) are listed in
 ``bridge.ops``'s docstring; the layout of the code is in
 ``templates/python_op.py.j2`` and ``templates/python_ops_module.py.j2``.
-Generated modules are written once into ``bridge.cache.root()/ops/`` under
+Generated modules are written once into ``bridge.platform.cache.root()/ops/`` under
 a hash of the op list and of the generator itself, with their compiled code
 beside them, so later imports cost neither generation nor compilation.  Where
 the cache cannot be written they are generated and compiled in memory, each
@@ -24,8 +24,8 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from . import cache
-from .opdef import ArgDef, AttrDef, OpDef
+from bridge.platform import cache
+from bridge.framework.opdef import ArgDef, AttrDef, OpDef
 
 LINE_WIDTH = 100
 
@@ -420,7 +420,7 @@ def _jinja():
     global _env
     if _env is None:
         import jinja2  # only needed when generating: keeps warm imports light
-        from ._paths import templates_dir
+        from bridge.platform.paths import templates_dir
         _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
                                   trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                                   autoescape=False, undefined=jinja2.StrictUndefined)
@@ -452,19 +452,17 @@ def render_module(op_defs: list[OpDef], title: str, source: str) -> str:
 
 # --- the cache of generated modules --------------------------------------------------
 
-_GENERATOR_FILES = ("opgen.py", "op_helpers.py", "opdef.py")
 _TEMPLATES = ("python_op.py.j2", "python_ops_module.py.j2")
 
 
 def generator_fingerprint() -> bytes:
     """Bytes that change whenever the generated code would: the generator,
     the runtime it targets, and its templates."""
-    from ._paths import templates_dir
-    here = Path(__file__).resolve().parent
-    paths = [here / f for f in _GENERATOR_FILES] + [templates_dir() / t for t in _TEMPLATES]
-    key = cache.Key(f"python{sys.version_info[:2]}")
-    for p in paths:
-        key.add_file(p)
+    from bridge.platform.paths import templates_dir
+    # The generated code calls op_helpers, which the generator does not import.
+    key = cache.Key(f"python{sys.version_info[:2]}").add_modules(__name__, "bridge.ops.op_helpers")
+    for name in _TEMPLATES:
+        key.add_file(templates_dir() / name)
     return key.digest()
 
 
@@ -488,7 +486,7 @@ def _code(path: Path, op_list: bytes, title: str, source: str) -> types.CodeType
     if path.exists():
         text = path.read_bytes()
     else:
-        from .opdef import decode_op_list
+        from bridge.framework.opdef import decode_op_list
         text = render_module(decode_op_list(op_list), title, source).encode("utf-8")
         if cache.publish_file(path, text):  # else an unwritable cache: the module lives in memory only
             _prune(path)
@@ -520,7 +518,7 @@ def load_generated(kind: str, op_list: bytes, module_name: str, title: str, sour
     ``kind`` names the cache file ("registry", "library_<name>") and the
     set of files pruned together (see KEEP_MODULES).  The
     module is registered in ``sys.modules`` under ``module_name``."""
-    from .opdef import canonical_op_list
+    from bridge.framework.opdef import canonical_op_list
     op_list = canonical_op_list(op_list, exclude)
     path = module_path(kind, op_list)
     code = _code(path, op_list, title, source)

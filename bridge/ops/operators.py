@@ -18,7 +18,7 @@ by identity, as in TF1 graph mode (``tf.equal`` compares values).  As there, a g
 tensor is no Python bool, has no ``len`` and cannot be iterated (TypeError).
 
 The operators live here and are installed on :class:`bridge.Output` when
-``bridge`` is imported, rather than written in ``bridge/graph.py``, because
+``bridge`` is imported, rather than written in ``bridge/framework/graph.py``, because
 the generated ops are built on the graph module: graph must not import them
 back.  ``bridge.ops`` itself is imported on the first operator used, so
 ``import bridge`` stays light.
@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from . import dtypes
-from .graph import Graph, Output, get_default_graph
+from bridge.framework import dtypes
+from bridge.framework.graph import Graph, Output, get_default_graph
 
 __all__ = ["OPERATORS", "BINARY"]
 
@@ -42,7 +42,7 @@ _ops_module: Any = None
 def _ops() -> Any:
     global _ops_module
     if _ops_module is None:
-        from . import ops
+        from bridge import ops
         _ops_module = ops
     return _ops_module
 
@@ -71,7 +71,7 @@ def _scope(x: Output, name: str) -> Iterator[str]:
 
 
 def _variable_value(value: Any) -> Optional[Output]:
-    from .builders import Variable
+    from bridge.framework.builders import Variable
     return value.value() if isinstance(value, Variable) else None
 
 
@@ -90,7 +90,7 @@ def _convert(value: Any, name: str, dtype: Optional[dtypes.DType] = None,
             raise TypeError(f"Tensor conversion requested dtype {dtype.name} for Output '{value.name}' "
                             f"with dtype {value.dtype.name}")
         return value
-    from .builders import constant
+    from bridge.framework.builders import constant
     if dtype is not None:
         try:
             return constant(value, dtype, name=name)
@@ -363,7 +363,7 @@ def _getitem(tensor: Output, spec: Any) -> Output:
         spec = [spec]
     begin, end, strides = [], [], []
     begin_mask = end_mask = ellipsis_mask = new_axis_mask = shrink_axis_mask = 0
-    from .builders import constant
+    from bridge.framework.builders import constant
     graph = _graph_of(tensor)
     with graph.as_default():
         for index, s in enumerate(spec):

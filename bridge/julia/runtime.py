@@ -1,8 +1,8 @@
 """Building the shared Julia runtime (libtfjl_runtime.so).
 
 ``runtime_library()`` builds ``kernels_cpp/`` with CMake, against the Julia
-that ``bridge.buildtools.julia_config()`` reports, into the cache entry
-``bridge.cache.root()/runtime/<runtime_hash>/`` once per source tree and
+that ``bridge.julia.buildtools.julia_config()`` reports, into the cache entry
+``bridge.platform.cache.root()/runtime/<runtime_hash>/`` once per source tree and
 Julia: libtfjl_runtime.so, and beside it libtfjl_julia.so, which it loads.
 Generated kernels compile with ``include_dirs()`` and link with
 ``link_args()``.  Where the cache cannot be written,
@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import _paths, buildtools, cache
+from bridge.platform import cache, paths
+from . import buildtools
 from .buildtools import JuliaConfig, julia_config
 
 LIBRARY_NAME = "libtfjl_runtime.so"
@@ -44,17 +45,17 @@ def _source_files() -> list[Path]:
     """Everything the runtime's build reads from the package: kernels_cpp/
     but its docs (editing a README must not rebuild the runtime and every
     op), and JULIA_SOURCES."""
-    kernels = _paths.kernels_cpp_dir()
+    kernels = paths.kernels_cpp_dir()
     files = sorted(p for p in kernels.rglob("*")
                    if p.is_file() and p.suffix != ".md" and "__pycache__" not in p.parts)
-    return files + [_paths.julia_dir() / name for name in JULIA_SOURCES]
+    return files + [paths.julia_dir() / name for name in JULIA_SOURCES]
 
 
 def runtime_hash(config: JuliaConfig | None = None) -> str:
     """The runtime's cache key: the Julia it is built against and its sources."""
     key = cache.Key(*dataclasses.astuple(config or julia_config()))
-    kernels = _paths.kernels_cpp_dir()
-    julia = _paths.julia_dir()
+    kernels = paths.kernels_cpp_dir()
+    julia = paths.julia_dir()
     for path in _source_files():
         base = kernels if kernels in path.parents else julia
         key.add_file(path, f"{base.name}/{path.relative_to(base)}")
@@ -73,9 +74,9 @@ def _build(config: JuliaConfig, work: Path) -> None:
     def run(command: list[str], step: str) -> None:
         buildtools.run(command, log, what=LIBRARY_NAME, step=step, error=RuntimeBuildError)
 
-    run([cmake, "-S", str(_paths.kernels_cpp_dir()), "-B", str(objects), "-DCMAKE_BUILD_TYPE=Release",
+    run([cmake, "-S", str(paths.kernels_cpp_dir()), "-B", str(objects), "-DCMAKE_BUILD_TYPE=Release",
          f"-DJulia_INCLUDE_DIR={config.include_dir}", f"-DJulia_LIBRARY={config.libjulia}",
-         f"-DTFJL_BRIDGE_JL={_paths.julia_dir() / 'TFBridge.jl'}"], "configuring")
+         f"-DTFJL_BRIDGE_JL={paths.julia_dir() / 'TFBridge.jl'}"], "configuring")
     run([cmake, "--build", str(objects), "--parallel", str(os.cpu_count() or 2)], "compiling")
     for name in RUNTIME_FILES:
         shutil.copy2(objects / name, work / name)
@@ -166,7 +167,7 @@ def include_dirs() -> list[Path]:
 
     Kernels need no Julia header: only the runtime talks to Julia.
     """
-    return [_paths.kernels_cpp_dir() / "include"]
+    return [paths.kernels_cpp_dir() / "include"]
 
 
 def link_args() -> list[str]:

@@ -82,11 +82,11 @@ class Output:
         return f"<bridge.Output '{self.name}' dtype={self.dtype.name} shape={self.shape!r}>"
 
     def _short_repr(self) -> str:
-        """How error messages name it (bridge.attrs.short_repr): its name, not its repr,
+        """How error messages name it (bridge.framework.attrs.short_repr): its name, not its repr,
         which would look its dtype and shape up."""
         return f"Output '{self.name}'"
 
-    # Python's operators (x + y, x @ w, -x, ...) are installed by bridge.operators:
+    # Python's operators (x + y, x @ w, -x, ...) are installed by bridge.ops.operators:
     # they call the generated op functions, which are built on this module.
 
 
