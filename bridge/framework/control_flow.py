@@ -78,11 +78,6 @@ def _shape_compatible(inner: Shape, outer: Shape) -> bool:
     return all(o is None or i == o for i, o in zip(inner, outer))
 
 
-_FUNCTIONAL_ATTRS = {"Tcond": "type", "Tin": "list(type)", "Tout": "list(type)", "then_branch": "func",
-                     "else_branch": "func", "output_shapes": "list(shape)", "T": "list(type)",
-                     "cond": "func", "body": "func", "parallel_iterations": "int"}
-
-
 # --- cond ---------------------------------------------------------------------------
 
 def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], name: str = "cond") -> Any:
@@ -133,7 +128,7 @@ def make_if(pred: Output, inputs: Sequence[Output], then_f: TracedFunction, else
     else_f.add_to(graph)
     attrs = {"Tcond": dtypes.bool, "Tin": [t.dtype for t in inputs], "Tout": [t.dtype for t in then_f.outputs],
              "then_branch": then_f.name, "else_branch": else_f.name, "output_shapes": list(shapes)}
-    op = graph.create_op("If", [pred, list(inputs)], attrs=attrs, attr_types=_FUNCTIONAL_ATTRS, name=name)
+    op = graph.create_op("If", [pred, list(inputs)], attrs=attrs, name=name)
     for out, shape in zip(op.outputs, shapes):
         if not shape.unknown_rank:
             out.set_shape(shape)
@@ -260,8 +255,8 @@ def _loop_functions(info: WhileInfo, accumulate: bool) -> tuple[TracedFunction, 
                 new_vs = info.user_body.inline(vs + caps, name="body")
                 step = _op("AddV2", [counter, _const(1, dtypes.int32, name="one")]).output(0)
                 same_caps = [_op("Identity", [c]).output(0) for c in caps]
-                pushed = [_op("TensorListPushBack", [a, v], {"element_dtype": v.dtype},
-                              {"element_dtype": "type"}).output(0) for a, v in zip(accs, vs)]
+                pushed = [_op("TensorListPushBack", [a, v], {"element_dtype": v.dtype}).output(0)
+                          for a, v in zip(accs, vs)]
                 outputs = [step] + new_vs + same_caps + pushed
         # The layout is part of the description, hence of the function's name (a hash):
         # loops whose bodies match but whose shape invariants differ stay apart.
@@ -275,7 +270,7 @@ def _loop_functions(info: WhileInfo, accumulate: bool) -> tuple[TracedFunction, 
 def _empty_list(dtype: dtypes.DType) -> Output:
     return _op("EmptyTensorList", [_const(-1, dtypes.int32, name="element_shape"),
                                    _const(-1, dtypes.int32, name="max_num_elements")],
-               {"element_dtype": dtype}, {"element_dtype": "type"}).output(0)
+               {"element_dtype": dtype}).output(0)
 
 
 def make_while(info: WhileInfo, init: Sequence[Output], captured: Sequence[Output],
@@ -291,7 +286,7 @@ def make_while(info: WhileInfo, init: Sequence[Output], captured: Sequence[Outpu
     shapes = [Shape(())] + list(info.shapes) + [c.shape for c in captured] + [Shape(())] * len(accs)
     attrs = {"T": [t.dtype for t in inputs], "cond": cond_f.name, "body": body_f.name,
              "output_shapes": shapes, "parallel_iterations": int(info.parallel_iterations)}
-    op = graph.create_op("While", [inputs], attrs=attrs, attr_types=_FUNCTIONAL_ATTRS, name="While")
+    op = graph.create_op("While", [inputs], attrs=attrs, name="While")
     for out, shape in zip(op.outputs, shapes):
         if not shape.unknown_rank:
             out.set_shape(shape)

@@ -505,7 +505,9 @@ class Graph:
                   name: Optional[str] = None, attr_types: Optional[dict] = None) -> Operation:
         """Add an operation. ``inputs`` holds Outputs, or lists of Outputs for
         list inputs; ``attrs`` maps names to values, typed by ``attr_types``
-        (OpDef types such as "int", "list(type)") or inferred from the value."""
+        (OpDef types such as "int", "list(type)"), else by the op's OpDef,
+        else inferred from the value (attributes the OpDef does not declare,
+        such as ``_class``)."""
         if name and name.endswith("/"):
             # TensorFlow's convention: a name ending in "/" (a scope name) is
             # used exactly, without the current scope or a "_1" suffix.
@@ -540,7 +542,7 @@ class Graph:
         for key, value in (attrs or {}).items():
             if value is None:
                 continue
-            set_attr(desc, key, types.get(key) or infer_attr_type(value), value)
+            set_attr(desc, key, types.get(key) or self._attr_type(op_type, key) or infer_attr_type(value), value)
         override = self.gradient_overrides.get(op_type)
         if override and "_gradient_op_type" not in (attrs or {}):
             # As TensorFlow: the override is fixed when the op is created, so
@@ -555,6 +557,15 @@ class Graph:
             if block is not None:
                 block.created.add(op)
         return op
+
+    def _attr_type(self, op_type: str, key: str) -> Optional[str]:
+        """``key``'s type in ``op_type``'s OpDef, as this graph knows it; None for
+        an attribute it does not declare (``_class``, ``_gradient_op_type``)."""
+        from .opdef import op_def  # not at import: `import bridge` loads no OpDef machinery
+        try:
+            return op_def(op_type, self).attr(key).type
+        except (KeyError, NotFoundError):
+            return None
 
     def _check_input(self, value: Any, op_type: str, name: str, where: str) -> Output:
         if not isinstance(value, Output):

@@ -13,19 +13,14 @@ from ._helpers import _const, _op
 from .registry import RegisterGradient
 
 
-def _type_attrs(**attrs) -> tuple[dict, dict]:
-    kinds = {int: "int", bytes: "string", str: "string", list: "list(int)"}
-    return attrs, {k: kinds[type(v)] for k, v in attrs.items()}
-
-
 # --- TPU collectives ---------------------------------------------------------------------
 
 @RegisterGradient("AllToAll")
 def _all_to_all_grad(op: Operation, grad: Output) -> list:
     # Another all-to-all with the split and concat dimensions swapped.
-    attrs = _type_attrs(concat_dimension=op.get_attr("split_dimension"),
+    attrs = dict(concat_dimension=op.get_attr("split_dimension"),
                         split_dimension=op.get_attr("concat_dimension"), split_count=op.get_attr("split_count"))
-    return [_op("AllToAll", [grad, op.inputs[1]], *attrs), None]
+    return [_op("AllToAll", [grad, op.inputs[1]], attrs), None]
 
 
 @RegisterGradient("CrossReplicaSum")
@@ -83,16 +78,16 @@ def _sum_only(op: Operation) -> None:
 def _nccl_all_reduce_grad(op: Operation, grad: Output) -> list:
     _sum_only(op)
     with get_default_graph().device(op.device):
-        attrs = _type_attrs(reduction="sum", num_devices=op.get_attr("num_devices"),
+        attrs = dict(reduction="sum", num_devices=op.get_attr("num_devices"),
                             shared_name=_str_attr(op, "shared_name") + "_grad")
-        return [_op("NcclAllReduce", [grad], *attrs)]
+        return [_op("NcclAllReduce", [grad], attrs)]
 
 
 @RegisterGradient("NcclReduce")
 def _nccl_reduce_grad(op: Operation, grad: Output) -> list:
     _sum_only(op)
     with get_default_graph().device(op.device):
-        result = _op("NcclBroadcast", [grad], {"shape": grad.shape}, {"shape": "shape"})
+        result = _op("NcclBroadcast", [grad], {"shape": grad.shape})
     return [result] * op.num_inputs
 
 
@@ -101,7 +96,7 @@ def _nccl_broadcast_grad(op: Operation, grad: Output) -> list:
     # The broadcast's consumers' gradients (on their devices), summed by one NcclReduce instead of AddN.
     parts = list(grad.op.inputs) if grad.op.type == "AddN" else [grad]
     with get_default_graph().device(op.device):
-        return [_op("NcclReduce", [parts], *_type_attrs(reduction="sum"))]
+        return [_op("NcclReduce", [parts], dict(reduction="sum"))]
 
 
 # --- XLA ---------------------------------------------------------------------------------
@@ -110,8 +105,7 @@ def _nccl_broadcast_grad(op: Operation, grad: Output) -> list:
 def _xla_sharding_grad(op: Operation, grad: Output) -> list:
     sharding = op.get_attr("sharding")
     attrs = {"sharding": sharding, "unspecified_dims": op.get_attr("unspecified_dims"), "_XlaSharding": sharding}
-    types = {"sharding": "string", "unspecified_dims": "list(int)", "_XlaSharding": "string"}
-    return [_op("XlaSharding", [grad], attrs, types)]
+    return [_op("XlaSharding", [grad], attrs)]
 
 
 @RegisterGradient("XlaSpmdFullToShardShape")
@@ -120,17 +114,17 @@ def _full_to_shard_grad(op: Operation, grad: Output) -> list:
     if shape.unknown_rank:
         raise LookupError(f"operation '{op.name}' (XlaSpmdFullToShardShape): its gradient needs the "
                           "input's rank (TF's too)")
-    attrs = _type_attrs(manual_sharding=op.get_attr("manual_sharding"), dim=op.get_attr("dim"),
+    attrs = dict(manual_sharding=op.get_attr("manual_sharding"), dim=op.get_attr("dim"),
                         unspecified_dims=list(op.get_attr("unspecified_dims")))
-    attrs[0]["full_shape"], attrs[1]["full_shape"] = shape, "shape"
-    return [_op("XlaSpmdShardToFullShape", [grad], *attrs)]
+    attrs["full_shape"] = shape
+    return [_op("XlaSpmdShardToFullShape", [grad], attrs)]
 
 
 @RegisterGradient("XlaSpmdShardToFullShape")
 def _shard_to_full_grad(op: Operation, grad: Output) -> list:
-    attrs = _type_attrs(manual_sharding=op.get_attr("manual_sharding"), dim=op.get_attr("dim"),
+    attrs = dict(manual_sharding=op.get_attr("manual_sharding"), dim=op.get_attr("dim"),
                         unspecified_dims=list(op.get_attr("unspecified_dims")))
-    return [_op("XlaSpmdFullToShardShape", [grad], *attrs)]
+    return [_op("XlaSpmdFullToShardShape", [grad], attrs)]
 
 
 @RegisterGradient("XlaClusterOutput")

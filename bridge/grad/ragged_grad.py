@@ -117,23 +117,20 @@ def _ragged_tensor_to_variant_grad(op, encoded_grad):
 @RegisterGradient("CompositeTensorVariantFromComponents")
 def _composite_tensor_from_components_grad(op, grad):
     return _node("CompositeTensorVariantToComponents", [grad],
-                 {"metadata": op.get_attr("metadata"), "Tcomponents": op.get_attr("Tcomponents")},
-                 {"metadata": "string"}).outputs
+                 {"metadata": op.get_attr("metadata"), "Tcomponents": op.get_attr("Tcomponents")}).outputs
 
 
 @RegisterGradient("CompositeTensorVariantToComponents")
 def _composite_tensor_to_components_grad(op, *grads):
     # Components without a gradient keep their value (TF's choice).
     components = [o if g is None else g for o, g in zip(op.outputs, grads)]
-    return _op("CompositeTensorVariantFromComponents", [components], {"metadata": op.get_attr("metadata")},
-               {"metadata": "string"})
+    return _op("CompositeTensorVariantFromComponents", [components], {"metadata": op.get_attr("metadata")})
 
 
 @RegisterGradient("OptionalFromValue")
 def _optional_from_value_grad(op, grad):
     return _node("OptionalGetValue", [grad], {"output_types": [t.dtype for t in op.inputs],
-                                              "output_shapes": [t.shape for t in op.inputs]},
-                 {"output_types": "list(type)", "output_shapes": "list(shape)"}).outputs
+                                              "output_shapes": [t.shape for t in op.inputs]}).outputs
 
 
 @RegisterGradient("OptionalGetValue")

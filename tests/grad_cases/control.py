@@ -5,7 +5,7 @@ import numpy as np
 
 import bridge
 from bridge import dtypes, ops
-from bridge.framework.control_flow import _FUNCTIONAL_ATTRS, WhileInfo, _loop_functions
+from bridge.framework.control_flow import WhileInfo, _loop_functions
 from bridge.framework.functions import TensorSpec, trace_graph
 from bridge.framework.graph import get_default_graph
 
@@ -32,7 +32,7 @@ def _functional_if(op_type, pred, args, then_fn, else_fn):
     attrs = {"Tcond": dtypes.bool, "Tin": [t.dtype for t in inputs], "Tout": [t.dtype for t in then_f.outputs],
              "then_branch": then_f.name, "else_branch": else_f.name,
              "output_shapes": [t.shape for t in then_f.outputs]}
-    return graph.create_op(op_type, [pred, inputs], attrs=attrs, attr_types=_FUNCTIONAL_ATTRS).outputs
+    return graph.create_op(op_type, [pred, inputs], attrs=attrs).outputs
 
 
 def _case(op_type, index, args, branches):
@@ -43,8 +43,7 @@ def _case(op_type, index, args, branches):
     inputs = list(args) + captured
     attrs = {"Tin": [t.dtype for t in inputs], "Tout": [t.dtype for t in fs[0].outputs],
              "branches": [f.name for f in fs], "output_shapes": [t.shape for t in fs[0].outputs]}
-    types = {"Tin": "list(type)", "Tout": "list(type)", "branches": "list(func)", "output_shapes": "list(shape)"}
-    return graph.create_op(op_type, [index, inputs], attrs=attrs, attr_types=types).outputs
+    return graph.create_op(op_type, [index, inputs], attrs=attrs).outputs
 
 
 def _stateless_while(cond, body, loop_vars):
@@ -63,7 +62,7 @@ def _stateless_while(cond, body, loop_vars):
     inputs = [bridge.constant(np.int32(0))] + list(loop_vars) + captured + accs
     attrs = {"T": [t.dtype for t in inputs], "cond": cond_f.name, "body": body_f.name,
              "output_shapes": [t.shape for t in inputs], "parallel_iterations": 10}
-    op = graph.create_op("StatelessWhile", [inputs], attrs=attrs, attr_types=_FUNCTIONAL_ATTRS)
+    op = graph.create_op("StatelessWhile", [inputs], attrs=attrs)
     return op.outputs[1:1 + len(loop_vars)]
 
 
