@@ -32,6 +32,7 @@ from bridge.framework.errors import check, status
 from bridge.framework.graph import Graph, Operation, Output
 from bridge.platform.paths import op_folder_of_library
 from bridge.framework.session import Session, SessionConfig, session_options
+from . import objects
 
 #: The signature under which TF2 records the op that initializes tables (the
 #: loader runs it; it is not a signature to call).
@@ -216,6 +217,13 @@ def load_saved_model(export_dir: Union[str, Path], tags: Sequence[str] = ("serve
     for op in graph:
         graph._names_in_use.setdefault(op.name.lower(), 1)
     meta_fields = pb.fields(buffers.read(meta))
+    try:
+        # TF2: the variables the signatures read get their objects' values
+        # (the TF1 restore above may have filled copies of them instead).
+        objects.restore(export_dir, graph, session, objects.restore_plan(export_dir, meta_fields))
+    except BaseException:
+        session.close()
+        raise
     signatures = {}
     init_op = None
     for entry in meta_fields.get(5, []):
