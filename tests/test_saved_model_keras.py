@@ -9,12 +9,14 @@ the handles its signatures read, and copies that the TF1 restore
 former through the object graph, as TF2 does (bridge.saved_model.objects)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bridge
+from bridge import ops
 from bridge.framework import _proto as pb
 from bridge.saved_model import objects
 
@@ -78,7 +80,7 @@ def test_keras_variables_are_restored_through_the_object_graph(keras_models):
         assigned = {op.inputs[0].op.name for op in _restore_assigns(model)}
         assert assigned == read
         plan = objects.restore_plan(Path(manifest["path"]), meta)
-    assert {p.handle for p in plan} == read
+    assert {p.handle for p in plan} == read and not any(p.tf1_restored for p in plan)
     # Checkpoint keys are object paths, not variable names.
     assert all(p.checkpoint_key.endswith("/.ATTRIBUTES/VARIABLE_VALUE") for p in plan)
     assert len({p.checkpoint_key for p in plan}) == len(plan) == 8   # 2 Dense x 2 + BatchNormalization's 4
@@ -91,6 +93,34 @@ def test_lazy_module_variables_named_alike_are_told_apart(keras_models):
     assert len(plan) == 3
     assert len({p.handle for p in plan}) == len({p.node_id for p in plan}) == len({p.checkpoint_key for p in plan}) == 3
     assert sorted(p.dtype.name for p in plan) == ["float32", "float32", "float64"]
+    # A tf.Module's signatures read the handles the TF1 restore fills: nothing is read twice.
+    assert all(p.tf1_restored for p in plan)
+    with bridge.load_saved_model(manifest["path"]) as model:
+        assert _restore_assigns(model) == []
+
+
+def test_object_restore_alone_gives_every_value(keras_models):
+    """Variables zeroed after loading get their values back from the object
+    graph restore alone (here it also does what the TF1 restore did)."""
+    manifest = _manifest(keras_models, "lazy_module")
+    info = manifest["signatures"]["serving_default"]
+    plan = objects.restore_plan(Path(manifest["path"]), _meta_graph(manifest["path"]))
+    with bridge.load_saved_model(manifest["path"]) as model:
+        graph = model.graph
+        with graph.as_default():
+            zero = [ops.assign_variable_op(graph.get_operation_by_name(p.handle).output(0),
+                                           ops.zeros_like(ops.read_variable_op(
+                                               graph.get_operation_by_name(p.handle).output(0), dtype=p.dtype)))
+                    for p in plan]
+        model.session.run(zero)
+        zeroed = model.signatures["serving_default"](**info["feeds"])
+        assert not np.any(zeroed["y"])
+        assigns = objects.restore(Path(manifest["path"]), graph, model.session,
+                                  [dataclasses.replace(p, tf1_restored=False) for p in plan])
+        assert len(assigns) == 3
+        got = model.signatures["serving_default"](**info["feeds"])
+    for key, want in info["expected"].items():
+        np.testing.assert_array_equal(got[key], want, err_msg=key, strict=True)
 
 
 def test_tf1_saved_models_get_no_object_restore(fixtures_dir):
@@ -157,6 +187,8 @@ def test_bound_inputs_are_the_calls_last_inputs_through_identities():
         _node("a", "VarHandleOp", []), _node("b", "VarHandleOp", []), _node("copy", "VarHandleOp", []),
         _node("b/id", "Identity", ["b"]), _node("x", "Placeholder", []),
         _node("call", "StatefulPartitionedCall", ["x", "a", "b/id:0", "^copy"], f="sig"),
-        _node("restore", "StatefulPartitionedCall", ["x", "copy"], f="__inference__traced_restore_1"),
+        _node("restore", "StatefulPartitionedCall", ["x", "copy", "b"], f="__inference__traced_restore_1"),
     ])
-    assert objects.bound_variable_handles(graph_def, {"sig": [7, 9]}) == {7: ["a"], 9: ["b"]}
+    assert objects.bound_variable_handles(graph_def, {"sig": [7, 9]}) == ({7: ["a"], 9: ["b"]}, set())
+    assert objects.bound_variable_handles(graph_def, {"sig": [7, 9]}, "restore") == ({7: ["a"], 9: ["b"]},
+                                                                                  {"copy", "b"})

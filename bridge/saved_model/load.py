@@ -7,7 +7,10 @@ variables and runs the init op (TF2's ``__saved_model_init_op`` signature,
 or TF1's main op / legacy init op), which fills lookup tables.  TF2
 signatures read their inputs from placeholders named
 ``<signature>_<input>`` and their outputs from a ``StatefulPartitionedCall``
-of the traced function.
+of the traced function.  A TF2 SavedModel's variables are then restored
+through its object graph (:mod:`.objects`): the TF1 restore may fill copies
+of the variables rather than the handles the signatures read (Keras 3
+models saved with ``tf.saved_model.save``).
 
 A graph that uses ops of custom op libraries (Julia ops among them) loads
 once those libraries are: ``op_libraries`` lists them (built libraries, op

@@ -25,8 +25,12 @@ through objects instead, and so does this module:
   children of the same local name (``SavedModelV2Bundle::VisitObjectsToRestore``).
 
 Each variable handle a function call reads is then assigned its object's
-``VARIABLE_VALUE`` from the checkpoint (one ``RestoreV2``).  Names play no
-part.  Protocol buffers are decoded with :mod:`bridge.framework._proto`.
+``VARIABLE_VALUE`` from the checkpoint (one ``RestoreV2``), unless the TF1
+restore already filled that very handle (it is an input of the SaverDef's
+restore op, the saved ``_traced_restore`` function, which TF generated from
+the same objects and keys): a ``tf.Module``'s variables are not read twice.
+Names play no part.  Protocol buffers are decoded with
+:mod:`bridge.framework._proto`.
 """
 from __future__ import annotations
 
@@ -51,13 +55,13 @@ VARIABLES_PREFIX = Path("variables") / "variables"
 #: Name scope of the operations that restore objects (added to the loaded graph).
 RESTORE_SCOPE = "restore_saved_objects"
 
-# Field numbers.  MetaGraphDef: graph_def 2, object_graph_def 7.
+# Field numbers.  MetaGraphDef: graph_def 2, saver_def 3, object_graph_def 7.  SaverDef: restore_op_name 3.
 # SavedObjectGraph: nodes 1, concrete_functions 2 (map: key 1, value 2).
 # SavedObject: children 1, variable 7.  ObjectReference: node_id 1, local_name 2.
 # SavedVariable: dtype 1, shape 2, name 6.  SavedConcreteFunction: bound_inputs 2.
 # TrackableObjectGraph: nodes 1.  TrackableObject: children 1, attributes 2.
 # SerializedTensor: name 1, checkpoint_key 3.
-_GRAPH_DEF, _OBJECT_GRAPH_DEF = 2, 7
+_GRAPH_DEF, _SAVER_DEF, _OBJECT_GRAPH_DEF = 2, 3, 7
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class VariableRestore:
     node_id: int              # its object in the SavedObjectGraph
     checkpoint_key: str
     dtype: dtypes.DType
+    tf1_restored: bool = False   # the SaverDef's restore op fills this handle already
 
 
 @dataclass
@@ -187,10 +192,24 @@ def _source_node(name: str, nodes: dict[str, NodeInfo]) -> Optional[NodeInfo]:
     return None
 
 
-def bound_variable_handles(graph_def: bytes, functions: dict[str, list[int]]) -> dict[int, list[str]]:
+def _variable_inputs(node: NodeInfo, nodes: dict[str, NodeInfo]) -> list[Optional[str]]:
+    """Per data input of ``node``: the VarHandleOp it comes from, or None."""
+    out = []
+    for name in node.inputs:
+        if not name.startswith("^"):
+            source = _source_node(name, nodes)
+            out.append(source.name if source is not None and source.op == "VarHandleOp" else None)
+    return out
+
+
+def bound_variable_handles(graph_def: bytes, functions: dict[str, list[int]],
+                           restore_op: str = "") -> tuple[dict[int, list[str]], set[str]]:
     """Saved node id -> the VarHandleOps the graph's calls of saved concrete
-    functions pass for it (a function's bound inputs are its last inputs)."""
+    functions pass for it (a function's bound inputs are its last inputs);
+    and the VarHandleOps the node ``restore_op`` (the SaverDef's) takes."""
     nodes = {n.name: n for n in parse_graph_def(graph_def)}
+    restorer = nodes.get(restore_op.partition(":")[0]) if restore_op else None
+    tf1_restored = {h for h in _variable_inputs(restorer, nodes) if h} if restorer is not None else set()
     out: dict[int, list[str]] = {}
     for node in nodes.values():
         raw = node.attrs.get("f")
@@ -200,16 +219,15 @@ def bound_variable_handles(graph_def: bytes, functions: dict[str, list[int]]) ->
         bound = functions.get(fn if isinstance(fn, str) else "")
         if not bound:
             continue
-        data = [i for i in node.inputs if not i.startswith("^")]
+        data = _variable_inputs(node, nodes)
         if len(data) < len(bound):
             continue
-        for node_id, name in zip(bound, data[len(data) - len(bound):]):
-            source = _source_node(name, nodes)
-            if source is not None and source.op == "VarHandleOp":
+        for node_id, handle in zip(bound, data[len(data) - len(bound):]):
+            if handle is not None:
                 handles = out.setdefault(node_id, [])
-                if source.name not in handles:
-                    handles.append(source.name)
-    return out
+                if handle not in handles:
+                    handles.append(handle)
+    return out, tf1_restored
 
 
 def _read_object_graph(prefix: Path) -> bytes:
@@ -224,9 +242,8 @@ def _read_object_graph(prefix: Path) -> bytes:
     restore = g.create_op("RestoreV2", [p, names, slices], {"dtypes": [string]},
                           attr_types={"dtypes": "list(type)"})
     with Session(g) as sess:
-        value = sess.run(restore.output(0), {p: str(prefix)})
-    value = np.asarray(value, dtype=object).item() if not isinstance(value, bytes) else value
-    return value if isinstance(value, bytes) else bytes(value, "utf-8")
+        value = np.asarray(sess.run(restore.output(0), {p: str(prefix)}), dtype=object).item()
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def restore_plan(export_dir: Path, meta_fields: dict) -> list[VariableRestore]:
@@ -239,12 +256,13 @@ def restore_plan(export_dir: Path, meta_fields: dict) -> list[VariableRestore]:
     if not Path(f"{prefix}.index").is_file():
         return []      # a program-only SavedModel
     saved, functions = parse_saved_object_graph(bytes(meta_fields[_OBJECT_GRAPH_DEF][-1]))
-    handles = bound_variable_handles(bytes(meta_fields[_GRAPH_DEF][-1]), functions)
+    saver_def = pb.fields(bytes(meta_fields[_SAVER_DEF][-1])) if _SAVER_DEF in meta_fields else {}
+    restore_op = pb.text(saver_def.get(3, [b""])[-1])
+    handles, tf1_restored = bound_variable_handles(bytes(meta_fields[_GRAPH_DEF][-1]), functions, restore_op)
     handles = {i: h for i, h in handles.items() if 0 <= i < len(saved) and saved[i].variable is not None}
     if not handles:
         return []
-    # The op layer is not needed: bridge.train.bundle reads the index itself.
-    from bridge.train.bundle import read_index
+    from bridge.train.bundle import read_index   # the index, read without TensorFlow
     index = read_index(prefix)
     if OBJECT_GRAPH_KEY not in index:
         return []      # a checkpoint without objects: the TF1 restore is all there is
@@ -260,6 +278,8 @@ def restore_plan(export_dir: Path, meta_fields: dict) -> list[VariableRestore]:
         if entry is None:
             raise errors.NotFoundError(f"SavedModel {export_dir}: the checkpoint has no entry '{key}' for the "
                                        f"variable '{variable.name}' (object {node_id})")
+        if entry.sliced:
+            continue   # a partitioned variable's slice: the TF1 restore knows its slice spec
         if entry.dtype != variable.dtype:
             raise errors.InvalidArgumentError(
                 f"SavedModel {export_dir}: the variable '{variable.name}' (object {node_id}) is "
@@ -270,14 +290,16 @@ def restore_plan(export_dir: Path, meta_fields: dict) -> list[VariableRestore]:
                 raise errors.InvalidArgumentError(
                     f"SavedModel {export_dir}: the variable handle '{handle}' stands for two objects, "
                     f"{earlier.node_id} ('{earlier.checkpoint_key}') and {node_id} ('{key}')")
-            plan.setdefault(handle, VariableRestore(handle, node_id, key, variable.dtype))
+            plan.setdefault(handle, VariableRestore(handle, node_id, key, variable.dtype, handle in tf1_restored))
     return list(plan.values())
 
 
 def restore(export_dir: Path, graph: Graph, session: Session, plan: list[VariableRestore]) -> list[Operation]:
-    """Assign each planned handle its checkpoint value: one RestoreV2 and an
-    AssignVariableOp per handle, added to ``graph`` under ``restore_saved_objects/``
-    and run once.  Returns the assign operations."""
+    """Assign each planned handle the TF1 restore did not fill its checkpoint
+    value: one RestoreV2 and an AssignVariableOp per handle, added to
+    ``graph`` under ``restore_saved_objects/`` and run once.  Returns the
+    assign operations."""
+    plan = [p for p in plan if not p.tf1_restored]
     if not plan:
         return []
     string = dtypes.as_dtype("string")
