@@ -2,7 +2,8 @@
 that stock TensorFlow loads and serves.
 
 - :func:`load_saved_model` (:mod:`.load`): TF_LoadSessionFromSavedModel, the
-  signatures as callables, custom op libraries loaded first (``op_libraries``);
+  signatures as callables, custom op libraries loaded first (``op_libraries``),
+  a TF2 model's variables restored through its object graph (:mod:`.objects`);
 - :func:`save` (:mod:`.save`): a session's graph, variables and signatures
   as TF1's SavedModel builder writes them.
 """

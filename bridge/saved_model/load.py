@@ -7,7 +7,10 @@ variables and runs the init op (TF2's ``__saved_model_init_op`` signature,
 or TF1's main op / legacy init op), which fills lookup tables.  TF2
 signatures read their inputs from placeholders named
 ``<signature>_<input>`` and their outputs from a ``StatefulPartitionedCall``
-of the traced function.
+of the traced function.  A TF2 SavedModel's variables are then restored
+through its object graph (:mod:`.objects`): the TF1 restore may fill copies
+of the variables rather than the handles the signatures read (Keras 3
+models saved with ``tf.saved_model.save``).
 
 A graph that uses ops of custom op libraries (Julia ops among them) loads
 once those libraries are: ``op_libraries`` lists them (built libraries, op
@@ -32,6 +35,7 @@ from bridge.framework.errors import check, status
 from bridge.framework.graph import Graph, Operation, Output
 from bridge.platform.paths import op_folder_of_library
 from bridge.framework.session import Session, SessionConfig, session_options
+from . import objects
 
 #: The signature under which TF2 records the op that initializes tables (the
 #: loader runs it; it is not a signature to call).
@@ -216,6 +220,13 @@ def load_saved_model(export_dir: Union[str, Path], tags: Sequence[str] = ("serve
     for op in graph:
         graph._names_in_use.setdefault(op.name.lower(), 1)
     meta_fields = pb.fields(buffers.read(meta))
+    try:
+        # TF2: the variables the signatures read get their objects' values
+        # (the TF1 restore above may have filled copies of them instead).
+        objects.restore(export_dir, graph, session, objects.restore_plan(export_dir, meta_fields))
+    except BaseException:
+        session.close()
+        raise
     signatures = {}
     init_op = None
     for entry in meta_fields.get(5, []):
