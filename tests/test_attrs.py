@@ -192,3 +192,32 @@ def test_generated_functions_and_create_op_agree(registry_attr_types: set[str]) 
                 covered.add(types[name])
     # Every kind but list(func) (only XlaCallModule has one) on a real op.
     assert registry_attr_types - covered == {"list(func)"}
+
+
+def test_every_kind_has_its_literal_in_the_table():
+    """The generated ops' defaults come from ATTR_KINDS' literal column: each
+    literal evaluates back to the value (tensors and functions have none)."""
+    import math as _math
+    from bridge.framework import attrs as attrs_module
+    from bridge.framework.attrs import Shape, python_literal
+    samples = {"type": bridge.float64, "bool": True, "int": -3, "float": 0.1, "string": b'a"b',
+               "shape": Shape((2, None))}
+    for kind in attrs_module.ATTR_KINDS:
+        if kind.name not in samples:
+            assert python_literal(object(), kind.name) is None, kind.name
+            continue
+        value = samples[kind.name]
+        for attr_type, v in ((kind.name, value), (f"list({kind.name})", [value, value])):
+            text = python_literal(v, attr_type)
+            back = eval(text, {"_dt": bridge.dtypes, "float": float})
+            if kind.name == "string":
+                back = tuple(b.encode() for b in back) if isinstance(back, tuple) else back.encode()
+            if kind.name == "float":
+                assert _math.isclose(back if not isinstance(back, tuple) else back[0], 0.1, rel_tol=1e-7)
+            elif kind.name == "shape":
+                assert tuple(back if not isinstance(back[0], tuple) else back[0]) == (2, None)
+            else:
+                assert back == (v if not isinstance(v, list) else tuple(v)), (attr_type, text)
+    assert python_literal(float("nan"), "float") == 'float("nan")'
+    assert python_literal(Shape(None), "shape") == "None"
+    assert python_literal(["f"], "list(func)") == '("f",)'

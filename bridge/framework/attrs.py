@@ -11,6 +11,7 @@ have it inferred from the Python value (:func:`infer_attr_type`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -84,6 +85,10 @@ class AttrKind:
     packing: str = ""
     #: (attribute name, converted value, allowed values): raises if not allowed.
     check_allowed: Optional[Callable[[str, Any, tuple], None]] = None
+    #: A decoded value -> Python source that makes it (the generated op
+    #: functions' defaults; dtypes as ``_dt.<name>``), or None where a value
+    #: has no literal (tensors and functions: TensorFlow fills those defaults in).
+    literal: Callable[[Any], Optional[str]] = lambda value: None
 
     def decode_list(self, entries: list) -> list:
         """The Python values of a ListValue field."""
@@ -267,6 +272,51 @@ def _decode_func(buf) -> str:
 
 # --- the table ---------------------------------------------------------------------
 
+# --- literals: a decoded value -> Python source ----------------------------------
+
+def py_str(text: str) -> str:
+    """A string literal in double quotes (what hand-written code here uses)."""
+    r = repr(text)
+    if r[0] == "'" and '"' not in text:
+        return '"' + r[1:-1].replace("\\'", "'") + '"'
+    return r
+
+
+def _float_literal(value: float) -> str:
+    if math.isnan(value):
+        return 'float("nan")'
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else 'float("-inf")'
+    return str(np.float32(value))  # the shortest text that is the same float32
+
+
+def _bytes_literal(value: bytes) -> str:
+    try:
+        return py_str(value.decode("utf-8"))
+    except UnicodeDecodeError:
+        return repr(value)
+
+
+def _shape_literal(value: Shape) -> Optional[str]:
+    if value.unknown_rank:
+        return "None"
+    return "(" + ", ".join(repr(d) for d in value) + ("," if len(value) == 1 else "") + ")"
+
+
+def python_literal(value: Any, attr_type: str) -> Optional[str]:
+    """Python source for a decoded value of OpDef type ``attr_type`` ("int",
+    "list(type)", ...), by its kind's ``literal``; None where there is none."""
+    entry = _BY_TYPE.get(attr_type)
+    if entry is None:
+        return None
+    if not entry.is_list:
+        return entry.kind.literal(value)
+    items = [entry.kind.literal(v) for v in value]
+    if any(item is None for item in items):
+        return None
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
 #: Every attribute kind, in the order :func:`infer_attr_type` tries them
 #: (bool before int: a bool is an int to isinstance).  AttrValue's other
 #: field, placeholder, is no OpDef type: decode_attr_value reads it apart.
@@ -275,25 +325,26 @@ ATTR_KINDS: tuple[AttrKind, ...] = (
     AttrKind("type", (dtypes.DType,), _to_dtype,
              lambda d, n, v: lib.TF_SetAttrType(d, n, v.enum),
              lambda d, n, vs: lib.TF_SetAttrTypeList(d, n, ffi.new("TF_DataType[]", [v.enum for v in vs]), len(vs)),
-             6, 6, dtypes.as_dtype, "varint", _allowed_dtype),
+             6, 6, dtypes.as_dtype, "varint", _allowed_dtype, lambda v: f"_dt.{v.name}"),
     AttrKind("bool", (bool,), _to_bool,
              lambda d, n, v: lib.TF_SetAttrBool(d, n, v),
              lambda d, n, vs: lib.TF_SetAttrBoolList(d, n, ffi.new("unsigned char[]", vs), len(vs)),
-             5, 5, bool, "varint"),
+             5, 5, bool, "varint", literal=repr),
     AttrKind("int", (int, np.integer), _to_int,
              lambda d, n, v: lib.TF_SetAttrInt(d, n, v),
              lambda d, n, vs: lib.TF_SetAttrIntList(d, n, ffi.new("int64_t[]", vs), len(vs)),
-             3, 3, pb.as_signed, "varint"),
+             3, 3, pb.as_signed, "varint", literal=repr),
     AttrKind("float", (float, np.floating), _to_float,
              lambda d, n, v: lib.TF_SetAttrFloat(d, n, v),
              lambda d, n, vs: lib.TF_SetAttrFloatList(d, n, ffi.new("float[]", vs), len(vs)),
-             4, 4, pb.as_float, "fixed32"),
+             4, 4, pb.as_float, "fixed32", literal=_float_literal),
     AttrKind("string", (str, bytes), _to_bytes, _set_string, _set_strings, 2, 2, bytes,
-             check_allowed=_allowed_string),
-    AttrKind("shape", (Shape,), _to_shape, _set_shape, _set_shapes, 7, 7, _decode_shape),
+             check_allowed=_allowed_string, literal=_bytes_literal),
+    AttrKind("shape", (Shape,), _to_shape, _set_shape, _set_shapes, 7, 7, _decode_shape, literal=_shape_literal),
     AttrKind("tensor", (Tensor, np.ndarray), _to_tensor, _set_tensor, _set_tensors, 8, 8, _decode_tensor),
     # Not inferred: a function is named by a str, which reads as a string.
-    AttrKind("func", (), _to_func_name, _set_func, _set_funcs, 10, 9, _decode_func),
+    AttrKind("func", (), _to_func_name, _set_func, _set_funcs, 10, 9, _decode_func,
+             literal=lambda v: py_str(v) if isinstance(v, str) else None),
 )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import marshal
-import math
 import sys
 import textwrap
 import types
@@ -25,6 +24,7 @@ from typing import Any, Iterable, Optional
 import numpy as np
 
 from bridge.platform import cache
+from bridge.framework.attrs import py_str, python_literal
 from bridge.framework.opdef import ArgDef, AttrDef, OpDef
 
 LINE_WIDTH = 100
@@ -137,40 +137,12 @@ def output_names(op_def: OpDef) -> list[str]:
 
 # --- literals and descriptions --------------------------------------------------
 
-def _float_literal(value: float) -> str:
-    if math.isnan(value):
-        return 'float("nan")'
-    if math.isinf(value):
-        return 'float("inf")' if value > 0 else 'float("-inf")'
-    return str(np.float32(value))  # the shortest text that is the same float32
-
-
 def default_literal(value: Any, attr_type: str) -> str:
-    """Python source for an attribute's default in a signature."""
-    if attr_type.startswith("list("):
-        inner = attr_type[5:-1]
-        if inner in ("tensor", "func") and value:
-            return "_TF_DEFAULT"
-        items = [default_literal(v, inner) for v in value]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if attr_type == "type":
-        return f"_dt.{value.name}"
-    if attr_type == "float":
-        return _float_literal(value)
-    if attr_type in ("int", "bool"):
-        return repr(value)
-    if attr_type == "string":
-        try:
-            return py_str(value.decode("utf-8"))
-        except UnicodeDecodeError:
-            return repr(value)
-    if attr_type == "shape":
-        if value.unknown_rank:
-            return "None"
-        return "(" + ", ".join(repr(d) for d in value) + ("," if len(value) == 1 else "") + ")"
-    if attr_type == "func" and isinstance(value, str):
-        return py_str(value)
-    return "_TF_DEFAULT"  # tensors: left unset, TensorFlow fills its default in
+    """Python source for an attribute's default in a signature: its kind's
+    literal (bridge.framework.attrs.ATTR_KINDS), else ``_TF_DEFAULT`` (tensors
+    and functions: left unset, TensorFlow fills its default in)."""
+    literal = python_literal(value, attr_type)
+    return "_TF_DEFAULT" if literal is None else literal
 
 
 def default_text(value: Any, attr_type: str) -> str:
@@ -237,14 +209,6 @@ def _wrap_call(head: str, args: list, indent: int = 4) -> str:
     col = indent + 4
     lines = [a if isinstance(a, str) else f"{a[0]}={_tuple_literal(a[1], col + len(a[0]) + 1)}" for a in args]
     return f"{head}(\n" + ",\n".join(" " * col + a for a in lines) + ",\n" + " " * indent + ")"
-
-
-def py_str(text: str) -> str:
-    """A string literal in double quotes (what hand-written code here uses)."""
-    r = repr(text)
-    if r[0] == "'" and '"' not in text:
-        return '"' + r[1:-1].replace("\\'", "'") + '"'
-    return r
 
 
 def _tuple_literal(items: list[str], col: int) -> str:
