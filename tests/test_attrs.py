@@ -219,5 +219,5 @@ def test_every_kind_has_its_literal_in_the_table():
             else:
                 assert back == (v if not isinstance(v, list) else tuple(v)), (attr_type, text)
     assert python_literal(float("nan"), "float") == 'float("nan")'
-    assert python_literal(Shape(None), "shape") == "None"
+    assert python_literal(Shape.unknown(), "shape") == "None"
     assert python_literal(["f"], "list(func)") == '("f",)'
