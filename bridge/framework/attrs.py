@@ -242,13 +242,14 @@ def _set_funcs(desc, n: bytes, values: list) -> None:
 
 # --- decoding (tensorflow/core/framework/attr_value.proto) ---------------------
 
-def _decode_shape(buf) -> Shape:
+def decode_shape(buf) -> Shape:
+    """A serialized TensorShapeProto as a Shape (a repeated scalar field: the last value wins)."""
     f = pb.fields(bytes(buf))
-    if f.get(3, [0])[0]:
+    if f.get(3, [0])[-1]:
         return Shape.unknown()
     dims = []
     for d in f.get(2, []):
-        size = pb.as_signed(pb.fields(bytes(d)).get(1, [0])[0])
+        size = pb.as_signed(pb.fields(bytes(d)).get(1, [0])[-1])
         dims.append(None if size < 0 else size)
     return Shape(dims)
 
@@ -340,7 +341,7 @@ ATTR_KINDS: tuple[AttrKind, ...] = (
              4, 4, pb.as_float, "fixed32", literal=_float_literal),
     AttrKind("string", (str, bytes), _to_bytes, _set_string, _set_strings, 2, 2, bytes,
              check_allowed=_allowed_string, literal=_bytes_literal),
-    AttrKind("shape", (Shape,), _to_shape, _set_shape, _set_shapes, 7, 7, _decode_shape, literal=_shape_literal),
+    AttrKind("shape", (Shape,), _to_shape, _set_shape, _set_shapes, 7, 7, decode_shape, literal=_shape_literal),
     AttrKind("tensor", (Tensor, np.ndarray), _to_tensor, _set_tensor, _set_tensors, 8, 8, _decode_tensor),
     # Not inferred: a function is named by a str, which reads as a string.
     AttrKind("func", (), _to_func_name, _set_func, _set_funcs, 10, 9, _decode_func,

@@ -122,61 +122,33 @@ def _leaky_relu_grad_grad(op, grad):
 
 # --- convolutions ----------------------------------------------------------------------------
 
-@RegisterGradient("Conv2D")
-def _conv2d_grad(op, grad):
-    # TF's C++ version drops explicit_paddings (padding="EXPLICIT" fails).
-    x, f = op.inputs
-    return (_same("Conv2DBackpropInput", op, [_shape(x), f, grad], _CONV2D),
-            _same("Conv2DBackpropFilter", op, [x, _shape(f), grad], _CONV2D))
+def _register_convolution(conv: str, backprop_input: str, backprop_filter: str, attrs, forward: bool = True):
+    """The gradients of a convolution and of its two backprops, each built from
+    the other two ops of the family (TF's nn_grad.py)."""
+    if forward:
+        @RegisterGradient(conv)
+        def _conv_grad(op, grad):
+            x, f = op.inputs
+            return (_same(backprop_input, op, [_shape(x), f, grad], attrs),
+                    _same(backprop_filter, op, [x, _shape(f), grad], attrs))
+
+    @RegisterGradient(backprop_input)
+    def _backprop_input_grad(op, grad):
+        _, f, dy = op.inputs
+        return None, _same(backprop_filter, op, [grad, _shape(f), dy], attrs), _same(conv, op, [grad, f], attrs)
+
+    @RegisterGradient(backprop_filter)
+    def _backprop_filter_grad(op, grad):
+        x, _, dy = op.inputs
+        return _same(backprop_input, op, [_shape(x), grad, dy], attrs), None, _same(conv, op, [x, grad], attrs)
 
 
-@RegisterGradient("Conv2DBackpropInput")
-def _conv2d_backprop_input_grad(op, grad):
-    _, f, dy = op.inputs
-    return (None, _same("Conv2DBackpropFilter", op, [grad, _shape(f), dy], _CONV2D),
-            _same("Conv2D", op, [grad, f], _CONV2D))
-
-
-@RegisterGradient("Conv2DBackpropFilter")
-def _conv2d_backprop_filter_grad(op, grad):
-    x, _, dy = op.inputs
-    return (_same("Conv2DBackpropInput", op, [_shape(x), grad, dy], _CONV2D), None,
-            _same("Conv2D", op, [x, grad], _CONV2D))
-
-
-@RegisterGradient("DepthwiseConv2dNativeBackpropInput")
-def _depthwise_backprop_input_grad(op, grad):
-    _, f, dy = op.inputs
-    return (None, _same("DepthwiseConv2dNativeBackpropFilter", op, [grad, _shape(f), dy], _DEPTHWISE),
-            _same("DepthwiseConv2dNative", op, [grad, f], _DEPTHWISE))
-
-
-@RegisterGradient("DepthwiseConv2dNativeBackpropFilter")
-def _depthwise_backprop_filter_grad(op, grad):
-    x, _, dy = op.inputs
-    return (_same("DepthwiseConv2dNativeBackpropInput", op, [_shape(x), grad, dy], _DEPTHWISE), None,
-            _same("DepthwiseConv2dNative", op, [x, grad], _DEPTHWISE))
-
-
-@RegisterGradient("Conv3D")
-def _conv3d_grad(op, grad):
-    x, f = op.inputs
-    return (_same("Conv3DBackpropInputV2", op, [_shape(x), f, grad], _CONV3D),
-            _same("Conv3DBackpropFilterV2", op, [x, _shape(f), grad], _CONV3D))
-
-
-@RegisterGradient("Conv3DBackpropInputV2")
-def _conv3d_backprop_input_grad(op, grad):
-    _, f, dy = op.inputs
-    return (None, _same("Conv3DBackpropFilterV2", op, [grad, _shape(f), dy], _CONV3D),
-            _same("Conv3D", op, [grad, f], _CONV3D))
-
-
-@RegisterGradient("Conv3DBackpropFilterV2")
-def _conv3d_backprop_filter_grad(op, grad):
-    x, _, dy = op.inputs
-    return (_same("Conv3DBackpropInputV2", op, [_shape(x), grad, dy], _CONV3D), None,
-            _same("Conv3D", op, [x, grad], _CONV3D))
+# Conv2D's: TF's C++ version drops explicit_paddings (padding="EXPLICIT" fails).
+_register_convolution("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", _CONV2D)
+# DepthwiseConv2dNative's own gradient is TF's C++ one.
+_register_convolution("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+                      "DepthwiseConv2dNativeBackpropFilter", _DEPTHWISE, forward=False)
+_register_convolution("Conv3D", "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", _CONV3D)
 
 
 @RegisterGradient("Dilation2D")

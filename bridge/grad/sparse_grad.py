@@ -249,13 +249,17 @@ def _sparse_matrix_softmax_grad(op, grad):
     return _op("SparseMatrixSoftmaxGrad", [op.outputs[0], grad], {"type": op.get_attr("type")})
 
 
+def _product_flags(op) -> tuple[bool, bool, bool, bool]:
+    """transpose_a, transpose_b, adjoint_a, adjoint_b of a CSR product."""
+    return tuple(op.get_attr(f) for f in ("transpose_a", "transpose_b", "adjoint_a", "adjoint_b"))
+
+
 @RegisterGradient("SparseMatrixMatMul")
 def _sparse_matrix_mat_mul_grad(op, grad):
     # C = opA(A) opB(B), or its transpose if transpose_output; A is CSR, B dense.
     # The branches follow TF's sparse_csr_matrix_grad.py; A's gradient is only
     # computed at A's entries.
-    t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    adj_a, adj_b = op.get_attr("adjoint_a"), op.get_attr("adjoint_b")
+    t_a, t_b, adj_a, adj_b = _product_flags(op)
     dtype = op.get_attr("T")
     a, b = op.inputs
     a_indices = _csr_to_coo(a, dtype)[0]
@@ -308,8 +312,7 @@ def _sparse_matrix_mat_mul_grad(op, grad):
 def _sparse_matrix_sparse_mat_mul_grad(op, grad):
     # C = opA(A) opB(B) with A, B and C CSR: the dense-pattern products, pruned
     # to A's and B's entries (TF's branches).
-    t_a, t_b = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    adj_a, adj_b = op.get_attr("adjoint_a"), op.get_attr("adjoint_b")
+    t_a, t_b, adj_a, adj_b = _product_flags(op)
     dtype = op.get_attr("type")
     a, b = op.inputs
 

@@ -42,36 +42,26 @@ def _after_write(op: Operation, flow: Output) -> Output:
         return _op("Identity", [flow], name="write_barrier")
 
 
-def _dtype(attr: str, dtype) -> tuple[dict, dict]:
-    return {attr: dtype}, {attr: "type"}
+def _read_grad(write_type: str):
+    """Gradient of a read (TensorArrayRead/Gather at index/indices): the gradient
+    array gets the incoming gradient written at the same place."""
+    def grad_fn(op: Operation, grad: Output) -> list:
+        handle, where, flow = op.inputs
+        g_handle, g_flow = _grad_array(op, handle, flow)
+        return [None, None, _op(write_type, [g_handle, where, grad, g_flow])]
+    return grad_fn
 
 
-def _read_grad(op: Operation, grad: Output) -> list:
-    handle, index, flow = op.inputs
-    g_handle, g_flow = _grad_array(op, handle, flow)
-    return [None, None, _op("TensorArrayWriteV3", [g_handle, index, grad, g_flow])]
-
-
-def _write_grad(op: Operation, flow: Output) -> list:
-    handle, index = op.inputs[0], op.inputs[1]
-    flow = _after_write(op, flow)
-    g_handle, g_flow = _grad_array(op, handle, flow)
-    grad = _op("TensorArrayReadV3", [g_handle, index, g_flow], *_dtype("dtype", op.get_attr("T")))
-    return [None, None, grad, flow]
-
-
-def _gather_grad(op: Operation, grad: Output) -> list:
-    handle, indices, flow = op.inputs
-    g_handle, g_flow = _grad_array(op, handle, flow)
-    return [None, None, _op("TensorArrayScatterV3", [g_handle, indices, grad, g_flow])]
-
-
-def _scatter_grad(op: Operation, flow: Output) -> list:
-    handle, indices = op.inputs[0], op.inputs[1]
-    flow = _after_write(op, flow)
-    g_handle, g_flow = _grad_array(op, handle, flow)
-    grad = _op("TensorArrayGatherV3", [g_handle, indices, g_flow], *_dtype("dtype", op.get_attr("T")))
-    return [None, None, grad, flow]
+def _write_grad(read_type: str):
+    """Gradient of a write (TensorArrayWrite/Scatter): the value's gradient is
+    read back from the gradient array at the same place, after the write."""
+    def grad_fn(op: Operation, flow: Output) -> list:
+        handle, where = op.inputs[0], op.inputs[1]
+        flow = _after_write(op, flow)
+        g_handle, g_flow = _grad_array(op, handle, flow)
+        grad = _op(read_type, [g_handle, where, g_flow], {"dtype": op.get_attr("T")})
+        return [None, None, grad, flow]
+    return grad_fn
 
 
 def _concat_grad(op: Operation, grad: Output, unused_lengths_grad=None) -> list:
@@ -85,14 +75,14 @@ def _split_grad(op: Operation, flow: Output) -> list:
     handle = op.inputs[0]
     flow = _after_write(op, flow)
     g_handle, g_flow = _grad_array(op, handle, flow)
-    grad = _node("TensorArrayConcatV3", [g_handle, g_flow], *_dtype("dtype", op.get_attr("T"))).output(0)
+    grad = _node("TensorArrayConcatV3", [g_handle, g_flow], {"dtype": op.get_attr("T")}).output(0)
     return [None, grad, None, flow]
 
 
 for _v in ("", "V2", "V3"):
-    RegisterGradient("TensorArrayRead" + _v)(_read_grad)
-    RegisterGradient("TensorArrayWrite" + _v)(_write_grad)
-    RegisterGradient("TensorArrayGather" + _v)(_gather_grad)
-    RegisterGradient("TensorArrayScatter" + _v)(_scatter_grad)
+    RegisterGradient("TensorArrayRead" + _v)(_read_grad("TensorArrayWriteV3"))
+    RegisterGradient("TensorArrayWrite" + _v)(_write_grad("TensorArrayReadV3"))
+    RegisterGradient("TensorArrayGather" + _v)(_read_grad("TensorArrayScatterV3"))
+    RegisterGradient("TensorArrayScatter" + _v)(_write_grad("TensorArrayGatherV3"))
     RegisterGradient("TensorArrayConcat" + _v)(_concat_grad)
     RegisterGradient("TensorArraySplit" + _v)(_split_grad)

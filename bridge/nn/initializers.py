@@ -161,36 +161,34 @@ class Constant(Initializer):
         return {"value": self.value, "dtype": self.dtype.name}
 
 
-class RandomNormal(Initializer):
+class _Normal(Initializer):
+    """Normal values of mean and stddev, drawn by ``random_ops.<_sampler>``."""
+
+    _sampler = ""
+
+    def __init__(self, mean: float = 0.0, stddev: float = 1.0, seed: Optional[int] = None,
+                 dtype: Any = dtypes.float32):
+        self.mean, self.stddev, self.seed = mean, stddev, seed
+        self.dtype = _float(dtype, self._sampler)
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        return getattr(random_ops, self._sampler)(_dims(shape, self._sampler), self.mean, self.stddev,
+                                                  _float(dtype or self.dtype, self._sampler), seed=self.seed)
+
+    def get_config(self):
+        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed, "dtype": self.dtype.name}
+
+
+class RandomNormal(_Normal):
     """Normal values (``tf.compat.v1.random_normal_initializer``: mean 0, stddev 1)."""
 
-    def __init__(self, mean: float = 0.0, stddev: float = 1.0, seed: Optional[int] = None,
-                 dtype: Any = dtypes.float32):
-        self.mean, self.stddev, self.seed = mean, stddev, seed
-        self.dtype = _float(dtype, "random_normal")
-
-    def __call__(self, shape, dtype=None, partition_info=None):
-        return random_ops.random_normal(_dims(shape, "random_normal"), self.mean, self.stddev,
-                                        _float(dtype or self.dtype, "random_normal"), seed=self.seed)
-
-    def get_config(self):
-        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed, "dtype": self.dtype.name}
+    _sampler = "random_normal"
 
 
-class TruncatedNormal(Initializer):
+class TruncatedNormal(_Normal):
     """Normal values re-drawn beyond two stddevs (``tf.compat.v1.truncated_normal_initializer``)."""
 
-    def __init__(self, mean: float = 0.0, stddev: float = 1.0, seed: Optional[int] = None,
-                 dtype: Any = dtypes.float32):
-        self.mean, self.stddev, self.seed = mean, stddev, seed
-        self.dtype = _float(dtype, "truncated_normal")
-
-    def __call__(self, shape, dtype=None, partition_info=None):
-        return random_ops.truncated_normal(_dims(shape, "truncated_normal"), self.mean, self.stddev,
-                                           _float(dtype or self.dtype, "truncated_normal"), seed=self.seed)
-
-    def get_config(self):
-        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed, "dtype": self.dtype.name}
+    _sampler = "truncated_normal"
 
 
 class RandomUniform(Initializer):

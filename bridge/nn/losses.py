@@ -148,32 +148,34 @@ def _required(value: Any, name: str, fn: str) -> None:
         raise ValueError(f"{fn}: argument {name} must not be None")
 
 
+def _pointwise_loss(fn: str, pointwise, labels: Any, predictions: Any, weights: Any, scope: Optional[str],
+                    loss_collection: Optional[str], reduction: str) -> Output:
+    """TF's losses of one elementwise term of (predictions, labels), both cast
+    to float32 and of one shape, then weighted and reduced."""
+    _required(labels, "labels", fn)
+    _required(predictions, "predictions", fn)
+    with name_scope(scope, fn, [predictions, labels, weights]) as scope:
+        predictions = _cast(_convert(predictions, "predictions"), dtypes.float32)
+        labels = _cast(_convert(labels, "labels"), dtypes.float32)
+        _check_same_shape(predictions, labels, fn)
+        return compute_weighted_loss(pointwise(predictions, labels), weights, scope, loss_collection,
+                                     reduction=reduction)
+
+
 def mean_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope: Optional[str] = None,
                        loss_collection: Optional[str] = LOSSES,
                        reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Output:
     """Weighted mean of (predictions - labels) ** 2 (float32, as TF)."""
-    _required(labels, "labels", "mean_squared_error")
-    _required(predictions, "predictions", "mean_squared_error")
-    with name_scope(scope, "mean_squared_error", [predictions, labels, weights]) as scope:
-        predictions = _cast(_convert(predictions, "predictions"), dtypes.float32)
-        labels = _cast(_convert(labels, "labels"), dtypes.float32)
-        _check_same_shape(predictions, labels, "mean_squared_error")
-        losses = ops.squared_difference(predictions, labels)
-        return compute_weighted_loss(losses, weights, scope, loss_collection, reduction=reduction)
+    return _pointwise_loss("mean_squared_error", ops.squared_difference, labels, predictions, weights, scope,
+                           loss_collection, reduction)
 
 
 def absolute_difference(labels: Any, predictions: Any, weights: Any = 1.0, scope: Optional[str] = None,
                         loss_collection: Optional[str] = LOSSES,
                         reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Output:
     """Weighted mean of |predictions - labels| (float32, as TF)."""
-    _required(labels, "labels", "absolute_difference")
-    _required(predictions, "predictions", "absolute_difference")
-    with name_scope(scope, "absolute_difference", [predictions, labels, weights]) as scope:
-        predictions = _cast(_convert(predictions, "predictions"), dtypes.float32)
-        labels = _cast(_convert(labels, "labels"), dtypes.float32)
-        _check_same_shape(predictions, labels, "absolute_difference")
-        losses = ops.abs(ops.sub(predictions, labels))
-        return compute_weighted_loss(losses, weights, scope, loss_collection, reduction=reduction)
+    return _pointwise_loss("absolute_difference", lambda p, q: ops.abs(ops.sub(p, q)), labels, predictions,
+                           weights, scope, loss_collection, reduction)
 
 
 def softmax_cross_entropy(onehot_labels: Any, logits: Any, weights: Any = 1.0, label_smoothing: float = 0,

@@ -42,7 +42,7 @@ import numpy as np
 
 from bridge.framework import _proto as pb
 from bridge.framework import dtypes, errors
-from bridge.framework.attrs import Shape, decode_attr_value
+from bridge.framework.attrs import Shape, decode_attr_value, decode_shape
 from bridge.framework.graph import Graph, NodeInfo, Operation, parse_graph_def
 from bridge.framework.session import Session
 
@@ -98,17 +98,6 @@ def _references(entries) -> list[tuple[int, str]]:
     return out
 
 
-def _shape(buf) -> Shape:
-    f = pb.fields(bytes(buf))
-    if f.get(3, [0])[-1]:
-        return Shape.unknown()
-    dims = []
-    for dim in f.get(2, []):
-        size = pb.as_signed(pb.fields(bytes(dim)).get(1, [0])[-1])
-        dims.append(None if size < 0 else size)
-    return Shape(dims)
-
-
 def parse_saved_object_graph(buf: bytes) -> tuple[list[_Object], dict[str, list[int]]]:
     """A SavedObjectGraph: its nodes, and each concrete function's bound inputs (node ids)."""
     f = pb.fields(buf)
@@ -119,7 +108,7 @@ def parse_saved_object_graph(buf: bytes) -> tuple[list[_Object], dict[str, list[
         if 7 in obj:
             v = pb.fields(bytes(obj[7][-1]))
             variable = SavedVariable(node_id, pb.text(v.get(6, [b""])[-1]), dtypes.from_enum(v.get(1, [0])[-1]),
-                                     _shape(v.get(2, [b""])[-1]))
+                                     decode_shape(v.get(2, [b""])[-1]))
         nodes.append(_Object(_references(obj.get(1, [])), variable))
     functions = {}
     for entry in f.get(2, []):

@@ -16,7 +16,7 @@ from typing import Iterator, Union
 
 from bridge.framework import _proto as pb
 from bridge.framework import dtypes
-from bridge.framework.attrs import Shape
+from bridge.framework.attrs import Shape, decode_shape
 
 #: The SSTable footer: two block handles padded to 40 bytes, then the magic number.
 _FOOTER_SIZE = 48
@@ -75,17 +75,6 @@ def _block_entries(block: bytes, path: Path) -> Iterator[tuple[bytes, bytes]]:
         pos += value_size
 
 
-def _shape(buf) -> Shape:
-    f = pb.fields(bytes(buf))
-    if f.get(3, [0])[-1]:
-        return Shape.unknown()
-    dims = []
-    for dim in f.get(2, []):
-        size = pb.as_signed(pb.fields(bytes(dim)).get(1, [0])[-1])
-        dims.append(None if size < 0 else size)
-    return Shape(dims)
-
-
 def read_index(prefix: Union[str, Path]) -> dict[str, BundleEntry]:
     """Every tensor of the checkpoint ``prefix`` by name (the header left out).
 
@@ -108,7 +97,7 @@ def read_index(prefix: Union[str, Path]) -> dict[str, BundleEntry]:
                 f = pb.fields(value)
                 name = key.decode("utf-8", "replace")
                 entries[name] = BundleEntry(name, dtypes.as_dtype(f.get(1, [0])[-1]),
-                                            _shape(f.get(2, [b""])[-1]), sliced=bool(f.get(7)))
+                                            decode_shape(f.get(2, [b""])[-1]), sliced=bool(f.get(7)))
     except BundleFormatError:
         raise
     except (IndexError, struct.error, KeyError, TypeError, ValueError) as exc:
