@@ -192,3 +192,27 @@ def test_train_loop_and_scipy_optimizer_take_variables_as_fetches_and_feed_keys(
         opt = ScipyOptimizer(loss, var_list=[w])
         result = opt.minimize(sess, feed_dict={c: np.array([2.0, -2.0])})  # feeds c's value
         np.testing.assert_allclose(result.x, [2.0, -2.0], atol=1e-6)
+
+
+def test_a_signature_returning_its_input_runs(tmp_path) -> None:
+    """An output that is also an input (fed and fetched) used to fail in TF's C API."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder("float64", [2], name="x")
+        v = bridge.Variable(np.array([1.0, 2.0]), name="v")
+        y = x * v.value()
+        init = bridge.global_variables_initializer()
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        bridge.saved_model.save(sess, str(tmp_path / "m"), {"serving_default": ({"x": x}, {"y": y, "x": x})})
+    with bridge.load_saved_model(str(tmp_path / "m"), tags=["serve"]) as model:
+        got = model.signatures["serving_default"](x=np.array([3.0, 4.0]))
+    np.testing.assert_array_equal(got["x"], [3.0, 4.0])
+    np.testing.assert_array_equal(got["y"], [3.0, 8.0])
+
+
+def test_colocation_with_a_variable_is_with_its_handle(setup) -> None:
+    g, sess, x, v, y, init = setup
+    with g.as_default(), bridge.colocate_with(v):
+        z = ops.identity(x)
+    assert z.op.get_attr("_class") == [b"loc:@v"]

@@ -452,8 +452,10 @@ class Graph:
 
     @contextlib.contextmanager
     def colocate_with(self, op: Union[Operation, Output]):
-        """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``)."""
-        el = self.as_graph_element(op)
+        """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``);
+        with a Variable, its handle's op (as TensorFlow's ``_op_to_colocate_with``)."""
+        handle = getattr(op, "handle", None)
+        el = self.as_graph_element(handle if isinstance(handle, Output) else op)
         self._colocate.append(el.op if isinstance(el, Output) else el)
         # As TensorFlow: colocation is stronger than the enclosing device scopes.
         saved_devices, self._devices = self._devices, []
