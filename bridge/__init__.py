@@ -31,6 +31,7 @@ _LAZY = {
     "placeholder": ("bridge.framework.builders", "placeholder"),
     "Variable": ("bridge.framework.builders", "Variable"),
     "SparseTensor": ("bridge.framework.builders", "SparseTensor"),
+    "SparseTensorValue": ("bridge.framework.builders", "SparseTensorValue"),
     "load_op_library": ("bridge.ops.op_library", "load_op_library"),
     "gradients": ("bridge.grad", "gradients"),
     "jacobian": ("bridge.grad", "jacobian"),

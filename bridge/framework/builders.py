@@ -2,7 +2,7 @@
 users want: constants, placeholders, resource variables, sparse tensors."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -135,6 +135,13 @@ class Variable:
     def op(self) -> Operation:
         return self.handle.op
 
+    def _as_graph_element(self) -> Output:
+        """What TensorFlow's ``as_graph_element`` makes of a resource variable:
+        its value (``<name>/Read/ReadVariableOp:0``), so ``sess.run(v)`` fetches
+        the value, a feed keyed by ``v`` feeds that read, and
+        ``control_dependencies([v])`` waits for it."""
+        return self._read
+
     def __repr__(self) -> str:
         return f"<bridge.Variable '{self.name}' dtype={self.dtype.name} shape={self._shape!r}>"
 
@@ -155,6 +162,13 @@ def global_variables_initializer(graph: Optional[Graph] = None, name: str = "ini
     inits = [v.initializer for v in graph.collections.get("variables", [])]
     with graph.control_dependencies(inits):
         return graph.create_op("NoOp", name=name)
+
+
+class SparseTensorValue(NamedTuple):
+    """A fetched (or fed) :class:`SparseTensor`'s value, as TensorFlow's."""
+    indices: Any
+    values: Any
+    dense_shape: Any
 
 
 class SparseTensor:

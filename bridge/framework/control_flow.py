@@ -111,9 +111,22 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], nam
     return pack_as(then_t.structure, leaves)
 
 
+def _same_structure(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` nest alike: dicts with the same keys, sequences of the
+    same length (a list and a tuple alike), leaves where leaves are."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b)
+                and all(_same_structure(a[k], b[k]) for k in a))
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b)
+                and all(_same_structure(x, y) for x, y in zip(a, b)))
+    return True
+
+
 def _check_same_outputs(a: Trace, b: Trace) -> None:
     la, lb = flatten(a.structure), flatten(b.structure)
-    if len(la) != len(lb) or [x is None for x in la] != [x is None for x in lb]:
+    if (len(la) != len(lb) or [x is None for x in la] != [x is None for x in lb]
+            or not _same_structure(a.structure, b.structure)):
         raise ValueError(f"cond: the branches return different structures: {a.structure!r} and {b.structure!r}")
     for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
         if x.dtype != y.dtype:
@@ -186,7 +199,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     with graph.name_scope(name):
         body_t = trace_graph(lambda *a: body(*unpack(a)), init, f"{name}_body", graph, specs)
         cond_t = trace_graph(lambda *a: cond(*unpack(a)), init, f"{name}_cond", graph, specs)
-        _check_body(body_t, init, shapes)
+        _check_body(body_t, init, shapes, structure, single)
         if len(cond_t.outputs) != 1 or cond_t.outputs[0].dtype != dtypes.bool:
             raise TypeError("while_loop: cond must return one scalar bool tensor")
         max_iter = maximum_iterations
@@ -213,10 +226,15 @@ def _flatten_up_to(structure: Any, value: Any) -> list:
     return [value]
 
 
-def _check_body(body_t: Trace, init: list[Output], shapes: list[Shape]) -> None:
+def _check_body(body_t: Trace, init: list[Output], shapes: list[Shape], structure: Any, single: bool) -> None:
     outs = body_t.outputs
     if len(flatten(body_t.structure)) != len(init) or len(outs) != len(init):
         raise ValueError(f"while_loop: body returns {len(outs)} tensors for {len(init)} loop variables")
+    # One loop variable may come back alone or in a 1-list, whatever loop_vars was (as in TF).
+    returned = body_t.structure if isinstance(body_t.structure, (list, tuple)) else [body_t.structure]
+    if not _same_structure(structure, returned):
+        raise ValueError(f"while_loop: body returns {body_t.structure!r}, not the structure of loop_vars "
+                         f"{structure[0] if single else structure!r}")
     for i, (o, v, s) in enumerate(zip(outs, init, shapes)):
         if o.dtype != v.dtype:
             raise TypeError(f"while_loop: body returns {o.dtype.name} for loop variable {i}, which is {v.dtype.name}")

@@ -309,6 +309,22 @@ class Trace:
         return TracedFunction(self.graph, inputs, self.outputs, captured, structure=self.structure)
 
 
+def _constant_output(leaf: Any, index: int, name: str, constant: Callable, refused: tuple) -> Output:
+    """A returned Python or numpy value as a Const; a TypeError naming anything else
+    (an Operation, a SparseTensor, an arbitrary object), never a wrong value."""
+    def refuse(why: str = "") -> TypeError:
+        return TypeError(f"'{name}' returned {type(leaf).__name__} {leaf!r} (leaf {index} of what it "
+                         "returned): a traced function (bridge.function, a cond branch, a while_loop "
+                         "body) returns Outputs, Variables, Python or numpy values, or None, nested in "
+                         f"lists, tuples and dicts{why}")
+    if isinstance(leaf, refused):
+        raise refuse()
+    try:
+        return constant(leaf)
+    except (TypeError, ValueError) as exc:
+        raise refuse(f" ({exc})") from None
+
+
 def trace_graph(python_function: Callable, args: Sequence[Any], name: str,
                 outer_graph: Optional[Graph] = None,
                 specs: Optional[Sequence[Optional[TensorSpec]]] = None) -> Trace:
@@ -318,7 +334,7 @@ def trace_graph(python_function: Callable, args: Sequence[Any], name: str,
     None passes ``args[i]`` through as a Python value.  Returned Python
     numbers become constants, returned Nones are left out of the outputs.
     """
-    from .builders import Variable, constant
+    from .builders import SparseTensor, Variable, constant
     outer_graph = outer_graph if outer_graph is not None else get_default_graph()
     fg = FuncGraph(name, outer_graph)
     specs = list(specs) if specs is not None else [None] * len(args)
@@ -333,7 +349,7 @@ def trace_graph(python_function: Callable, args: Sequence[Any], name: str,
             call_args.append(ph)
         structure = python_function(*call_args)
         outputs = []
-        for leaf in flatten(structure):
+        for i, leaf in enumerate(flatten(structure)):
             if leaf is None:
                 continue
             if isinstance(leaf, Output):
@@ -341,7 +357,7 @@ def trace_graph(python_function: Callable, args: Sequence[Any], name: str,
             elif isinstance(leaf, Variable):
                 leaf = fg.capture(leaf.value())
             else:
-                leaf = constant(leaf)
+                leaf = _constant_output(leaf, i, name, constant, (Operation, SparseTensor))
             if leaf.op.type == "Placeholder":
                 # An argument or capture returned as is: TF_GraphToFunction wants an op between.
                 leaf = fg.create_op("Identity", [leaf], name="Identity").output(0)

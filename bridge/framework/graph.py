@@ -290,14 +290,22 @@ class Graph:
         return self.get_operation_by_name(op_name).output(int(index))
 
     def as_graph_element(self, obj: Any) -> Union[Output, Operation]:
-        """Resolve an Output, Operation, or name ("op:0" -> Output, "op" -> Operation)."""
+        """Resolve an Output, Operation, name ("op:0" -> Output, "op" -> Operation),
+        or an object with TensorFlow's ``_as_graph_element()`` (a Variable: its value)."""
+        convert = getattr(type(obj), "_as_graph_element", None)
+        if convert is not None and not isinstance(obj, (Output, Operation, str)):
+            el = convert(obj)
+            if not isinstance(el, (Output, Operation)):
+                raise TypeError(f"{obj!r}._as_graph_element() gave {el!r}, not an Output or Operation")
+            obj = el
         if isinstance(obj, (Output, Operation)):
             if obj.graph is not self:
                 raise ValueError(f"{obj!r} belongs to another graph")
             return obj
         if isinstance(obj, str):
             return self.get_tensor_by_name(obj) if ":" in obj else self.get_operation_by_name(obj)
-        raise TypeError(f"cannot interpret {obj!r} as a graph element (Output, Operation or name)")
+        raise TypeError(f"cannot interpret {type(obj).__name__} {obj!r} as a graph element "
+                        "(Output, Operation, Variable or name)")
 
     # --- GraphDef -----------------------------------------------------------
     def as_graph_def(self) -> bytes:
@@ -444,8 +452,10 @@ class Graph:
 
     @contextlib.contextmanager
     def colocate_with(self, op: Union[Operation, Output]):
-        """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``)."""
-        el = self.as_graph_element(op)
+        """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``);
+        with a Variable, its handle's op (as TensorFlow's ``_op_to_colocate_with``)."""
+        handle = getattr(op, "handle", None)
+        el = self.as_graph_element(handle if isinstance(handle, Output) else op)
         self._colocate.append(el.op if isinstance(el, Output) else el)
         # As TensorFlow: colocation is stronger than the enclosing device scopes.
         saved_devices, self._devices = self._devices, []

@@ -1,8 +1,10 @@
 """Session: runs a graph (TF_Session)."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
@@ -11,6 +13,7 @@ from ._lib import CTypes as C
 from ._lib import ffi, lib
 from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
                      raise_pending_signals, status)
+from .builders import SparseTensor, SparseTensorValue
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor, to_numpy
 
@@ -112,31 +115,57 @@ def session_options(config: Union[SessionConfig, bytes, dict, None], target: str
     return opts
 
 
+def _path(path: str, key: Any) -> str:
+    return f"{path}[{key!r}]"
+
+
 class _FetchPlan:
-    """Flattens a nested fetch structure into outputs and targets, and rebuilds it."""
+    """Flattens a nested fetch structure into outputs and targets, and rebuilds it.
+
+    What TF1's ``Session.run`` accepts: Outputs, Operations (fetched as None),
+    names ("op:0", "op"), anything with TensorFlow's ``_as_graph_element()``
+    (a Variable: its value), SparseTensors (a SparseTensorValue), and lists,
+    tuples, namedtuples and dicts (mappings) of them, nested.  Anything else is
+    a TypeError naming it and where it sits in ``fetches``."""
 
     def __init__(self, graph: Graph, fetches: Any):
         self.outputs: list[Output] = []
         self.targets: list[Operation] = []
-        self.structure = self._flatten(graph, fetches)
+        self.structure = self._flatten(graph, fetches, "fetches")
 
-    def _flatten(self, graph: Graph, f: Any):
-        if isinstance(f, (Output, Operation, str)):
-            el = graph.as_graph_element(f)
-            if isinstance(el, Operation):
-                self.targets.append(el)
-                return None
-            self.outputs.append(el)
-            return len(self.outputs) - 1
-        if isinstance(f, dict):
-            return (dict, {k: self._flatten(graph, v) for k, v in f.items()})
+    def _element(self, graph: Graph, f: Any, path: str):
+        el = graph.as_graph_element(f)
+        if isinstance(el, Operation):
+            self.targets.append(el)
+            return None
+        self.outputs.append(el)
+        return len(self.outputs) - 1
+
+    def _flatten(self, graph: Graph, f: Any, path: str):
+        if isinstance(f, (Output, Operation, str)) or (
+                hasattr(type(f), "_as_graph_element") and not isinstance(f, type)):
+            return self._element(graph, f, path)
+        if isinstance(f, SparseTensor):
+            return ("seq", lambda items: SparseTensorValue(*items),
+                    [self._element(graph, t, _path(path, i)) for i, t in enumerate(f)])
+        if isinstance(f, Mapping):
+            if isinstance(f, collections.defaultdict):
+                factory = f.default_factory
+                make = lambda items: collections.defaultdict(factory, items)  # noqa: E731
+            elif type(f) in (dict, collections.OrderedDict):
+                make = type(f)
+            else:
+                make = dict
+            return ("map", make, {k: self._flatten(graph, v, _path(path, k)) for k, v in f.items()})
         if isinstance(f, tuple) and hasattr(f, "_fields"):  # namedtuple
-            return (type(f), [self._flatten(graph, v) for v in f])
+            return ("seq", lambda items, t=type(f): t(*items),
+                    [self._flatten(graph, v, _path(path, i)) for i, v in enumerate(f)])
         if isinstance(f, (list, tuple)):
-            return (type(f), [self._flatten(graph, v) for v in f])
-        if hasattr(f, "op") and isinstance(getattr(f, "op"), Operation):
-            return self._flatten(graph, f.op)
-        raise TypeError(f"cannot fetch {f!r}: expected an Output, Operation, name, or a list/tuple/dict of them")
+            return ("seq", type(f), [self._flatten(graph, v, _path(path, i)) for i, v in enumerate(f)])
+        what = "None" if f is None else f"{type(f).__name__} {f!r}"
+        raise TypeError(f"cannot fetch {what} ({path}): a fetch is an Output, an Operation, a Variable, "
+                        "a SparseTensor, a name ('op:0' for a tensor, 'op' for an operation), or a "
+                        "list/tuple/namedtuple/dict of them")
 
     def rebuild(self, values: list, node=None, top=True):
         node = self.structure if top else node
@@ -144,11 +173,10 @@ class _FetchPlan:
             return None
         if isinstance(node, int):
             return values[node]
-        kind, items = node
-        if kind is dict:
-            return {k: self.rebuild(values, v, False) for k, v in items.items()}
-        built = [self.rebuild(values, v, False) for v in items]
-        return kind(*built) if hasattr(kind, "_fields") else kind(built)
+        kind, make, items = node
+        if kind == "map":
+            return make((k, self.rebuild(values, v, False)) for k, v in items.items())
+        return make([self.rebuild(values, v, False) for v in items])
 
 
 def _value(ptr):
@@ -158,6 +186,35 @@ def _value(ptr):
         return Tensor._adopt(ptr)
     owner = ffi.gc(ptr, lib.TF_DeleteTensor)
     return to_numpy(owner, owner)
+
+
+def _expand_feeds(feed_dict: Optional[dict]) -> tuple[list, list]:
+    """A feed dict's keys and values, a SparseTensor key fed by a
+    (indices, values, dense_shape) triple (a SparseTensorValue) as its three parts."""
+    if feed_dict is None:
+        return [], []
+    if not isinstance(feed_dict, Mapping):
+        raise TypeError(f"feed_dict must be a dict, not {type(feed_dict).__name__}")
+    keys, values = [], []
+    for key, value in feed_dict.items():
+        if isinstance(key, SparseTensor):
+            parts = list(value) if isinstance(value, (tuple, list)) else None
+            if parts is None or len(parts) != 3:
+                raise TypeError(f"a SparseTensor is fed an (indices, values, dense_shape) triple or a "
+                                f"SparseTensorValue, not {type(value).__name__}")
+            keys.extend(key)
+            values.extend(parts)
+        else:
+            keys.append(key)
+            values.append(value)
+    return keys, values
+
+
+def _value_of_feed(t: Tensor):
+    """A fed tensor's value, fetched: as a fetch of the same dtype would be."""
+    if t.dtype.enum in (20, 21):  # resource / variant handles stay Tensors
+        return t
+    return t.numpy()
 
 
 class _RunPlan:
@@ -179,8 +236,19 @@ class _RunPlan:
         self.c_in = ffi.new(C.output_array, len(self.feed_outputs) or 1)
         for i, out in enumerate(self.feed_outputs):
             self.c_in[i].oper, self.c_in[i].index = out.op._ptr, out.index
-        self.c_out = ffi.new(C.output_array, len(self.fetch.outputs) or 1)
-        for i, out in enumerate(self.fetch.outputs):
+        # A fetched tensor that is also fed is not asked of TensorFlow (which
+        # refuses it): its value is the fed one, as TF Python's Session gives.
+        fed = {out: i for i, out in enumerate(self.feed_outputs)}
+        self.run_outputs: list[Output] = []
+        self.sources: list[tuple[bool, int]] = []  # per fetched output: (fed?, index)
+        for out in self.fetch.outputs:
+            if out in fed:
+                self.sources.append((True, fed[out]))
+            else:
+                self.sources.append((False, len(self.run_outputs)))
+                self.run_outputs.append(out)
+        self.c_out = ffi.new(C.output_array, len(self.run_outputs) or 1)
+        for i, out in enumerate(self.run_outputs):
             self.c_out[i].oper, self.c_out[i].index = out.op._ptr, out.index
         self.c_tg = (ffi.new(C.operation_ptr_array, [op._ptr for op in self.fetch.targets])
                      if self.fetch.targets else ffi.NULL)
@@ -226,10 +294,14 @@ class Session:
             timeout: Optional[float] = None) -> Any:
         """Run the graph and return the fetched values in the shape of ``fetches``.
 
-        Fetches are Outputs, Operations, names ("op:0" for a tensor, "op" for
-        an operation to run), or lists/tuples/dicts of them.  Feed keys are
-        Outputs or tensor names; values are numpy arrays, Python values or
-        Tensors.  Numeric results are read-only numpy views of TensorFlow's
+        Fetches are Outputs, Operations (fetched as None), names ("op:0" for
+        a tensor, "op" for an operation to run), Variables (their value),
+        SparseTensors (a SparseTensorValue), or nested lists, tuples,
+        namedtuples and dicts of them; anything else is a TypeError saying
+        where it is.  Feed keys are Outputs, tensor names, Variables (their
+        value, as in TF) or SparseTensors (fed a triple); values are numpy
+        arrays, Python values or Tensors.  A fed tensor fetched gives the fed
+        value.  Numeric results are read-only numpy views of TensorFlow's
         buffers (no copy).
 
         ``timeout`` (seconds) sets RunOptions.timeout_in_ms: past it the run
@@ -238,10 +310,10 @@ class Session:
         KeyboardInterrupt the same way.  ``run_options``: serialized
         RunOptions.
         """
-        feeds = feed_dict or {}
+        keys, values = _expand_feeds(feed_dict)
         with self._in_flight():
-            plan = _RunPlan(self, fetches, feeds)
-            return self._execute(plan, feeds.values(), run_options, timeout)
+            plan = _RunPlan(self, fetches, keys)
+            return self._execute(plan, values, run_options, timeout)
 
     def make_callable(self, fetches: Any, feed_list: Sequence[Any] = ()) -> Callable[..., Any]:
         """A function running ``fetches`` with ``feed_list``'s tensors fed by
@@ -281,7 +353,7 @@ class Session:
 
     def _execute(self, plan: "_RunPlan", values: Iterable[Any], run_options: Optional[bytes],
                  timeout: Optional[float]) -> Any:
-        n_in, n_out, n_tg = len(plan.feed_outputs), len(plan.fetch.outputs), len(plan.fetch.targets)
+        n_in, n_out, n_tg = len(plan.feed_outputs), len(plan.run_outputs), len(plan.fetch.targets)
         c_in_vals = ffi.new(C.tensor_ptr_array, n_in or 1)
         held = []
         for i, (value, out, target) in enumerate(zip(values, plan.feed_outputs, plan.feed_targets)):
@@ -291,6 +363,8 @@ class Session:
                 t = Tensor._for_feed(value, out.dtype, target[0], target[1])
             held.append(t)
             c_in_vals[i] = t._ptr
+        if not n_out and not n_tg:  # nothing for TensorFlow to run (TF Python does not call it either)
+            return plan.fetch.rebuild([_value_of_feed(held[i]) for _, i in plan.sources])
         c_out_vals = ffi.new(C.tensor_ptr_array, n_out or 1)
         opts = ffi.NULL
         if timeout is not None:
@@ -334,7 +408,10 @@ class Session:
         if code == 1 and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(errors="replace"):
             raise_pending_signals()
         check(s)
-        return plan.fetch.rebuild([_value(c_out_vals[i]) for i in range(n_out)])
+        got = [_value(c_out_vals[i]) for i in range(n_out)]
+        if len(got) != len(plan.sources):
+            got = [_value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
+        return plan.fetch.rebuild(got)
 
     def _feed_target(self, out: Output) -> tuple:
         """How conversion errors name the fed tensor ``out``, the shape a value

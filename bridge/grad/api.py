@@ -45,8 +45,10 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
     Returns a list aligned with ``xs``: for each x, the sum over ys of
     ``dy/dx`` weighted by ``grad_ys`` (ones by default).  An x that ``ys`` do not
     depend on (or an integer x) gets None, or zeros with
-    ``unconnected_gradients="zero"``.  ``stop_gradients`` are treated as
-    constants.  Raises LookupError naming an op on the way that has no
+    ``unconnected_gradients="zero"``.  ``stop_gradients`` (a tensor or a
+    list), as in TensorFlow, stop their producing ops: no gradient flows
+    through any output of such an op to its inputs, yet a stopped tensor among
+    ``xs`` still gets its gradient.  Raises LookupError naming an op on the way that has no
     gradient in either registry.
 
     A Variable in ``xs`` (or its handle) gets the gradient through every read
@@ -70,14 +72,17 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
     grad_ys = _as_list(grad_ys, "grad_ys")
     if len(grad_ys) != len(ys):
         raise ValueError(f"grad_ys has {len(grad_ys)} entries for {len(ys)} ys")
-    stops = set(_as_output(s, "stop_gradients") for s in (stop_gradients or ()))
+    # TF stops the producer of each (``t.op``): a Variable's is its handle's op.
+    stops = set(_as_x(s, "stop_gradients")[0]
+                for s in (_as_list(stop_gradients, "stop_gradients") if stop_gradients is not None else ()))
 
     with graph.as_default(), graph.name_scope(name):
         seeds = []
         for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:
                 seeds.append(_ones(y) if (y.dtype.is_floating or y.dtype.is_complex) else None)
-            elif isinstance(gy, Output):
+            elif isinstance(gy, (Output, Variable)):
+                gy = _as_output(gy, "grad_ys")
                 if gy.dtype != y.dtype:
                     raise TypeError(f"grad_ys[{i}] is {gy.dtype.name}, but ys[{i}] '{y.name}' is {y.dtype.name}")
                 seeds.append(gy)

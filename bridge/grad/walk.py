@@ -88,7 +88,12 @@ class Backprop:
     def __init__(self, graph: Graph, ys: list[Output], xs: list[Output], grad_ys: list[Output],
                  stops: set[Output]):
         self.graph = graph
-        self.ys, self.xs, self.grad_ys, self.stops = ys, xs, grad_ys, stops
+        self.ys, self.xs, self.grad_ys = ys, xs, grad_ys
+        # As in TF's gradients_util (_StopOps): a stopped tensor stops its whole
+        # producer, which is not differentiated (no gradient flows through any of
+        # its outputs to its inputs); its outputs still receive gradients, so a
+        # stopped tensor that is also an x gets its gradient.
+        self.stop_ops: set[Operation] = {t.op for t in stops}
         self.xs_set = set(xs)
         self.xs_by_op: dict[Operation, list[Output]] = {}
         for x in self.xs_set:
@@ -106,6 +111,8 @@ class Backprop:
                 kind = exc  # raised only if a gradient actually reaches the op
             if kind == "cpp" and op.type in missing_types:
                 kind = "cpp alone"  # kept out of blocks: its own call raises the LookupError
+            if op in self.stop_ops:
+                kind = "none"  # never differentiated, so never in a C++ block either
             self.kind[op] = kind
         self.level = self._levels()
         self.scope = graph.get_name_scope() or "gradients"
@@ -114,14 +121,15 @@ class Backprop:
     def _ops_between(self) -> set[Operation]:
         downstream = _reach((c for x in self.xs for c in x.consumers()),
                             lambda op: (c for out in op.outputs for c in out.consumers()))
+        self.downstream = downstream
         return _reach((y.op for y in self.ys if y.op in downstream),
-                      lambda op: (i.op for i in op.inputs if i not in self.stops and i.op in downstream))
+                      lambda op: () if op in self.stop_ops else (i.op for i in op.inputs if i.op in downstream))
 
     def _reverse_topological_order(self) -> list[Operation]:
         pending: dict[Operation, int] = {}
         producers: dict[Operation, set[Operation]] = {}
         for op in self.between:
-            producers[op] = {i.op for i in op.inputs if i.op in self.between and i not in self.stops}
+            producers[op] = {i.op for i in op.inputs if i.op in self.between}
             pending.setdefault(op, 0)
             for p in producers[op]:
                 pending[p] = pending.get(p, 0) + 1
@@ -148,8 +156,7 @@ class Backprop:
         return level
 
     def _wants(self, t: Output) -> bool:
-        return (t not in self.stops and (t.op in self.between or t in self.xs_set)
-                and _carries_gradient(t))
+        return (t.op in self.between or t in self.xs_set) and _carries_gradient(t)
 
     # accumulation ----------------------------------------------------------------------
     def _contribute(self, t: Output, g: Optional[Output]) -> None:
@@ -260,8 +267,6 @@ class Backprop:
         reach from outside the block: through another output of a producer or a
         path from one x to another (through a Python op, say), which C++ would
         differentiate too.  Empty when one call over the block is right."""
-        if self.stops and any(t in self.stops and t.op in members for op in members for t in op.inputs):
-            return set(members)  # TF's builder would differentiate through the stopped tensor
         # Ops processed before every block op come after them all in the graph.
         first = min(self.position[op] for op in members)
 
@@ -271,8 +276,10 @@ class Backprop:
             if op in self.between:
                 if self.level[op] < level or self.position[op] < first:
                     return ()  # cannot lead back into the block
-            elif not self.stops:
+            elif not self.stop_ops:
                 return ()  # not on a path to ys: cannot lead into the block
+            # (with stop ops, a path may leave the ops between and come back
+            # through a stop op, which TF's builder would differentiate)
             return (c for out in op.outputs for c in out.consumers())
 
         starts = (c for p in {x.op for x in xs} for out in p.outputs for c in out.consumers() if c not in members)
@@ -350,6 +357,16 @@ class Backprop:
         producer) differentiate ops on that path, which may lack C++ gradients."""
         if len({t.op for t in tensors}) < 2:
             return False
+        if self.stop_ops:
+            # A path may leave the ops between and come back through a stop op
+            # (Mul(x, StopOp(Square(x)))): look at every op downstream of xs.
+            producers = {t.op for t in tensors}
+            starts = {c for p in producers for out in p.outputs for c in out.consumers()
+                      if c is not op and c in self.downstream}
+            if not starts:
+                return False
+            reached = _reach(producers, lambda v: (i.op for i in v.inputs if i.op in self.downstream))
+            return not reached.isdisjoint(starts)
         starts = {c for p in {t.op for t in tensors} for out in p.outputs for c in out.consumers()
                   if c is not op and c in self.between}
         if not starts:

@@ -13,6 +13,7 @@ nodes.  Request::
         "vs": ["v0:0", ...] | None,   # second order: d/dxs of sum_i sum(dy/dx_i * v_i)
         "fetch_dtype": {"x0:0": "float64"},  # casts applied before fetching (per x)
         "feed": {"x0_value:0": array, ...},
+        "stop_gradients": ["h:0", ...],  # optional: tf.gradients' stop_gradients (both orders)
     }, ...]}
 
 The second-order objective is built exactly as the bridge side builds it
@@ -68,11 +69,13 @@ def eval_case(case: dict) -> dict | str:
             ys = [get(n) for n in case["ys"]]
             gys = [get(n) for n in case["grad_ys"]]
             fetch_dtype = case.get("fetch_dtype", {})
+            stops = [get(n) for n in case.get("stop_gradients", ())]
             before = {op.name for op in graph.get_operations()}
             # A graph without CPU kernels may hold device ops whose gradients want devices
             # (NCCL): there, gradients go on their forward ops' devices, as multi-device TF has it.
             first = [_dense(g) for g in tf.compat.v1.gradients(
-                ys, xs, grad_ys=gys, colocate_gradients_with_ops=bool(case.get("structural")))]
+                ys, xs, grad_ys=gys, colocate_gradients_with_ops=bool(case.get("structural")),
+                stop_gradients=stops)]
             if case.get("structural"):  # no CPU kernel: what the gradient is made of
                 return {"has_gradient": [g is not None for g in first],
                         "types": sorted({op.type for op in graph.get_operations() if op.name not in before})}
@@ -85,7 +88,8 @@ def eval_case(case: dict) -> dict | str:
                     try:
                         z = tf.add_n(parts) if len(parts) > 1 else parts[0]
                         # Ones as the seed, as bridge.gradients uses (TF asks for it when z is complex).
-                        second = [_dense(g) for g in tf.gradients(z, xs, grad_ys=tf.ones_like(z))]
+                        second = [_dense(g) for g in tf.gradients(z, xs, grad_ys=tf.ones_like(z),
+                                                                  stop_gradients=stops)]
                     except Exception as exc:  # TF has no second order here: say so
                         second_error = _common.error_string(exc)
             first_f = _fetchable(first, xs, fetch_dtype)
