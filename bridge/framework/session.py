@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from . import _proto as pb
+from . import dtypes
 from ._lib import CTypes as C
 from ._lib import ffi, lib
 from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
@@ -179,10 +180,13 @@ class _FetchPlan:
         return make([self.rebuild(values, v, False) for v in items])
 
 
+#: TF_DataType values of handles, which a fetch returns as Tensors, not numpy arrays.
+_HANDLE_DTYPES = (dtypes.resource.enum, dtypes.variant.enum)
+
+
 def _value(ptr):
     """numpy value of a fetched TF_Tensor* (which Python now owns)."""
-    dtype = lib.TF_TensorType(ptr)
-    if dtype in (20, 21):  # resource / variant handles stay Tensors
+    if lib.TF_TensorType(ptr) in _HANDLE_DTYPES:  # resource / variant handles stay Tensors
         return Tensor._adopt(ptr)
     owner = ffi.gc(ptr, lib.TF_DeleteTensor)
     return to_numpy(owner, owner)
@@ -212,7 +216,7 @@ def _expand_feeds(feed_dict: Optional[dict]) -> tuple[list, list]:
 
 def _value_of_feed(t: Tensor):
     """A fed tensor's value, fetched: as a fetch of the same dtype would be."""
-    if t.dtype.enum in (20, 21):  # resource / variant handles stay Tensors
+    if t.dtype.enum in _HANDLE_DTYPES:  # resource / variant handles stay Tensors
         return t
     return t.numpy()
 
@@ -402,10 +406,10 @@ class Session:
         else:
             lib.TF_SessionRun(*args)
         code = lib.TF_GetCode(s.ptr)
-        if self._closed and code == 1:  # TF_CANCELLED: close() cancelled this run
-            lib.TF_SetStatus(s.ptr, 0, b"")
+        if self._closed and code == CancelledError.code:  # close() cancelled this run
+            lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
             raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
-        if code == 1 and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(errors="replace"):
+        if code == CancelledError.code and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(errors="replace"):
             raise_pending_signals()
         check(s)
         got = [_value(c_out_vals[i]) for i in range(n_out)]
