@@ -33,6 +33,7 @@ _LAZY = {
     "SparseTensor": ("bridge.framework.builders", "SparseTensor"),
     "SparseTensorValue": ("bridge.framework.builders", "SparseTensorValue"),
     "load_op_library": ("bridge.ops.op_library", "load_op_library"),
+    "boolean_mask": ("bridge.ops.array_ops", "boolean_mask"),
     "gradients": ("bridge.grad", "gradients"),
     "jacobian": ("bridge.grad", "jacobian"),
     "hessian": ("bridge.grad", "hessian"),

@@ -84,8 +84,18 @@ EXPRESSIONS = {
     "index_of_op": ({"x": F}, "(x * 2)[1, :2]"),
     "index_int": ({"a": A}, "a[:, 1]"),
     "list_spec": ({"t": T}, "t[[1, 2]]"),             # a list is a tuple of indices, as in TF
+    # boolean masks: x[mask] is tf.boolean_mask(x, mask)
+    "mask": ({"t": T, "m": P}, "t[m]"),
+    "mask_2d": ({"t": T, "k": T[:, :, 0] > 1.5}, "t[k]"),
+    "mask_numpy": ({"t": T}, "t[np.array([False, True, True, False])]"),
+    "mask_unknown_sizes": ({"t": {"value": T, "shape": [None, 5, None]}, "m": {"value": P, "shape": [None]}},
+                           "t[m]"),
+    "mask_int": ({"a": A}, "a[np.array([False, True])]"),
+    "mask_of_op": ({"x": F}, "(x * 2)[x > 0]"),
+    "boolean_mask_axis": ({"t": T, "n": T[0, :, 0] > 1}, "boolean_mask(t, n, axis=1)"),
+    "boolean_mask_axis_2d": ({"t": T, "k": T[0] > 1}, "boolean_mask(t, k, axis=1)"),
 }
-GRAD = {k for k, (inputs, expr) in EXPRESSIONS.items() if expr.startswith(("t[", "(x"))} | {"chain"}
+GRAD = {k for k, (inputs, expr) in EXPRESSIONS.items() if expr.startswith(("t[", "(x", "boolean_mask("))} | {"chain"}
 
 # Expressions TF refuses to build (TypeError or ValueError): so must the bridge.
 REFUSED = {
@@ -94,6 +104,8 @@ REFUSED = {
     "invert_float": ({"x": F}, "~x"), "float_index": ({"t": T}, "t[1.5]"),
 "float_tensor_index": ({"t": T, "x": F}, "t[x]"),
     "truediv_bool": ({"p": P}, "p / p"), "matmul_dtypes": ({"x": F, "d": D}, "x @ d"),
+    "mask_scalar": ({"t": T}, "t[True]"), "mask_shape": ({"t": T, "m": Q[:3]}, "t[m]"),
+    "mask_unknown_rank": ({"t": T, "m": {"value": P, "shape": None}}, "t[m]"),
 }
 
 
@@ -105,7 +117,7 @@ def _request() -> dict:
 
 
 def _placeholders(inputs: dict) -> tuple[dict, dict]:
-    ns, feed = {"np": np}, {}
+    ns, feed = {"np": np, "boolean_mask": bridge.boolean_mask}, {}
     for name, spec in inputs.items():
         value, shape = (spec["value"], spec["shape"]) if isinstance(spec, dict) else (spec, np.shape(spec))
         arr = np.asarray(value)

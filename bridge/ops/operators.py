@@ -354,11 +354,12 @@ def _stack(values: list) -> Output:
 
 
 def _getitem(tensor: Output, spec: Any) -> Output:
-    """``tensor[spec]``: one StridedSlice, as TF Python builds it."""
+    """``tensor[spec]``: one StridedSlice, as TF Python builds it; a boolean
+    mask (a bool tensor or array) is ``boolean_mask(tensor, mask)``, as in TF."""
     if (isinstance(spec, (bool, np.bool_)) or (isinstance(spec, Output) and _base(spec) == dtypes.bool)
             or (isinstance(spec, np.ndarray) and spec.dtype == bool)):
-        raise TypeError("boolean masks as indices (x[mask]) are not supported; build tf.boolean_mask's "
-                        "ops (Where, GatherV2) instead")
+        from .array_ops import boolean_mask
+        return boolean_mask(tensor=tensor, mask=spec)
     if not isinstance(spec, (list, tuple)):
         spec = [spec]
     begin, end, strides = [], [], []
