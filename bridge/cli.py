@@ -10,7 +10,7 @@
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
-gradtest exits 0 on PASS, 1 on FAIL and 2 when the test cannot run.
+gradtest exits 0 on PASS (or LINEAR), 1 on FAIL and 2 when the test cannot run.
 """
 from __future__ import annotations
 
