@@ -10,7 +10,7 @@
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
-gradtest exits 0 on PASS, 1 on FAIL and 2 when the test cannot run.
+gradtest exits 0 on PASS (or LINEAR), 1 on FAIL and 2 when the test cannot run.
 """
 from __future__ import annotations
 
@@ -60,17 +60,18 @@ def _customop_stub(args: argparse.Namespace) -> int:
 #: subparsers object, adds its parser and sets ``run`` (args -> exit code).
 def _gradtest(args: argparse.Namespace) -> int:
     """Build the op if needed and run its generated gradtest.py (the
-    convergence test of its gradient); exit status 1 on FAIL."""
+    convergence test of its gradient); exit status 1 on FAIL, 2 when the
+    test cannot run (an op without a gradient among the reasons)."""
     import subprocess
 
     from bridge.customop import SPEC_FILE, build, parse_file
+    from bridge.customop.gradtest import no_gradient_reason
     from bridge.customop.spec import has_gradient
 
     spec = parse_file(Path(args.dir) / SPEC_FILE)
-    if not has_gradient(spec):
-        print(f"tfbridge: {spec.name} has no gradient to test: it needs a float input and a float output "
-              f"(double or float) in {spec.path}", file=sys.stderr)
-        return 1
+    if not has_gradient(spec):  # the test cannot run: exit 2, as for any other reason
+        print(f"tfbridge: {no_gradient_reason(spec)}", file=sys.stderr)
+        return 2
     script = build(args.dir).parent / "gradtest.py"
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
     given = ([] if args.inputs is None else ["--inputs", args.inputs]) + [f"--input={v}" for v in args.input]

@@ -64,8 +64,105 @@ def test_an_op_without_float_arguments_has_no_gradient_to_test(tmp_path):
     (folder / "custom_op.txt").write_text("JlCountPositive\nint64 x(n)\nint64 c() -> output\n")
     (folder / "jl_count_positive.jl").write_text("jl_count_positive(c, x) = (c[] = count(>(0), x); nothing)\n")
     proc = _gradtest(folder)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # the test cannot run, as README says: not a FAIL
     assert "no gradient to test" in proc.stderr
+
+
+def test_a_dynamic_output_op_without_gradient_cannot_be_tested(tmp_path):
+    folder = tmp_path / "positives"
+    folder.mkdir()
+    (folder / "custom_op.txt").write_text("JlPositives\nint64 x(n)\nint64 p(?) -> output\n")
+    (folder / "jl_positives.jl").write_text("jl_positives(p, x) = (p[] = filter(>(0), x); nothing)\n")
+    proc = _gradtest(folder)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert "JlPositives has no gradient to test" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- what the test cannot see is never a pass ----------------------------------------------
+
+# mode 0: sqrt, NaN for negative x (the random samples have some); 1: x.^2 with a NaN
+# gradient; 2: outputs that do not depend on x.
+ODD_SPEC = "JlOdd\ndouble x(n)\n@attr int64 mode = 0\ndouble y(n) -> output\n"
+ODD_JL = """
+function jl_odd(y, x, mode)
+    mode == 0 && (y .= ifelse.(x .< 0, NaN, sqrt.(abs.(x))))
+    mode == 1 && (y .= x .^ 2)
+    mode == 2 && (y .= 1.0)
+    return nothing
+end
+function jl_odd_grad(gx, gy, y, x, mode)
+    mode == 0 && (gx .= gy ./ (2 .* y))
+    mode == 1 && (gx .= NaN .* gy)
+    return nothing
+end
+"""
+
+# A 3-point stencil on the interior, the boundary values copied: linear, so its
+# gradient test is at roundoff; the gradient forgets the neighbours. At n = 2
+# there is no interior: the op is the identity and the test saw nothing of it.
+STENCIL_SPEC = "JlStencil\ndouble x(n)\ndouble y(n) -> output\n"
+STENCIL_JL = """
+function jl_stencil(y, x)
+    y .= x
+    for i in 2:length(x)-1
+        y[i] = x[i-1] - 2x[i] + x[i+1]
+    end
+    return nothing
+end
+function jl_stencil_grad(gx, gy, y, x)
+    gx .= gy
+    for i in 2:length(x)-1
+        gx[i] = -2gy[i]  # wrong: misses gy[i-1] + gy[i+1]
+    end
+    return nothing
+end
+"""
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory):
+    return op_folder(tmp_path_factory.mktemp("odd"), "JlOdd", ODD_SPEC, ODD_JL)
+
+
+def test_nan_outputs_cannot_be_tested_and_are_named(odd, tmp_path):
+    plot = tmp_path / "nan.png"
+    proc = _gradtest(odd, "--plot", str(plot))
+    out = _no_traceback(proc)
+    assert proc.returncode == 2, out
+    assert "JlOdd: gradcheck CANNOT TEST" in out and "output y is not finite" in out
+    assert "PASS" not in out and "slope nan" not in out and "linear" not in out
+    assert "--input NAME=VALUE or --inputs FILE" in out
+    assert not plot.exists() and "convergence plot skipped" in out
+    proc = _gradtest(odd, "--input", "x=[0.5, 1.0, 1.5, 2.0, 2.5]")
+    out = _no_traceback(proc)
+    assert proc.returncode == 0 and "JlOdd: gradcheck PASS" in out, out
+
+
+def test_a_nan_gradient_fails_and_names_the_input(odd):
+    proc = _gradtest(odd, "--input", "mode=1")
+    out = _no_traceback(proc)
+    assert proc.returncode == 1, out
+    assert "JlOdd: gradcheck FAIL" in out and "the gradient with respect to x is not finite" in out
+
+
+def test_outputs_that_ignore_the_inputs_cannot_be_tested(odd):
+    proc = _gradtest(odd, "--input", "mode=2")
+    out = _no_traceback(proc)
+    assert proc.returncode == 2, out
+    assert "JlOdd: gradcheck CONSTANT" in out and "f does not change along v" in out and "PASS" not in out
+
+
+def test_the_default_samples_reach_a_stencils_interior(tmp_path):
+    folder = op_folder(tmp_path, "JlStencil", STENCIL_SPEC, STENCIL_JL)
+    proc = _gradtest(folder)
+    out = _no_traceback(proc)
+    assert proc.returncode == 1, out
+    assert "JlStencil: gradcheck FAIL" in out and "the gradient is wrong" in out
+    # Two points have no interior: the op is the identity there, reported as linear, not as a PASS.
+    proc = _gradtest(folder, "--input", "x=[1.0, 2.0]")
+    out = _no_traceback(proc)
+    assert proc.returncode == 0, out
+    assert "JlStencil: gradcheck LINEAR" in out and "f is linear along v" in out and "PASS" not in out
 
 
 # --- inputs the samples cannot stand in for ---------------------------------------------

@@ -87,6 +87,89 @@ def test_forms_of_f_op_type_several_inputs_and_existing_graph() -> None:
 def test_linear_functions_pass_at_roundoff() -> None:
     result = gradcheck(lambda x: x * 3.0 + 1.0, X0)
     assert result.passed and not result.fitted.any()
+    # Reported as linear, not as a second-order PASS with a NaN slope.
+    assert result.verdict == "LINEAR"
+    text = str(result)
+    assert "gradcheck LINEAR" in text and "f is linear along v" in text and "no convergence order" in text
+    assert "PASS" not in text and "nan" not in text
+    # A wrong gradient of a linear function is still caught: slope 1.
+    @RegisterGradient("TestLinearGradWrong")
+    def _wrong(op, grad):
+        return grad * 1.5
+    def build(x):
+        with bridge.get_default_graph().gradient_override_map({"Identity": "TestLinearGradWrong"}):
+            return ops.identity(x) * 3.0
+    wrong = gradcheck(build, X0)
+    assert wrong.verdict == "FAIL" and wrong.slope_first == pytest.approx(1.0, abs=0.1)
+
+
+def test_a_constant_function_is_reported_as_such_and_does_not_pass() -> None:
+    result = gradcheck(lambda x: ops.stop_gradient(x) * 0.0 + 2.0, X0)
+    assert result.verdict == "CONSTANT" and not result.passed
+    assert "f does not change along v" in str(result) and "PASS" not in str(result)
+
+
+# --- non-finite values: never a pass -----------------------------------------------------
+
+def test_nan_outputs_cannot_be_tested_and_name_the_output() -> None:
+    """sqrt of negative numbers: NaN everywhere, which used to PASS as 'linear'."""
+    result = gradcheck(ops.sqrt, np.array([-1.0, -2.0, 3.0]))
+    assert result.verdict == "CANNOT TEST" and not result.passed and not result.evaluated
+    text = str(result)
+    assert "output Sqrt:0 is not finite: 2 of 3 values (nan at index (0,))" in text
+    assert "PASS" not in text and "linear" not in text and "nan" not in text.replace("(nan at", "")
+    named = gradcheck(lambda a, b: (ops.sqrt(a), ops.exp(b)), [np.ones(2), np.array([1.0, 800.0])],
+                      output_names=["root", "growth"])
+    assert named.verdict == "CANNOT TEST" and "output growth is not finite: 1 of 2 values (inf at index (1,))" \
+        in named.message
+
+
+def test_non_finite_inputs_cannot_be_tested_and_name_the_input() -> None:
+    result = gradcheck(lambda a, b: a * b, [np.ones(3), np.array([1.0, np.inf, np.nan])])
+    assert result.verdict == "CANNOT TEST" and not result.passed
+    assert "input x0[1] is not finite: 2 of 3 values (inf at index (1,))" in result.message
+    named = gradcheck(lambda a, b: a * b, [np.ones(3), np.array([1.0, np.nan, 2.0])], names=["a", "b"])
+    assert "input b is not finite" in named.message
+
+
+@RegisterGradient("TestSquareGradNaN")
+def _nan_square_grad(op, grad):
+    return grad * (op.inputs[0] * float("nan"))
+
+
+def test_a_non_finite_gradient_fails_naming_the_input() -> None:
+    result = gradcheck(_model("TestSquareGradNaN"), X0)
+    assert result.verdict == "FAIL" and not result.passed
+    assert "the gradient with respect to x0 is not finite where f is: 4 of 4 values" in result.message
+    # Two inputs: the message names the one whose gradient is NaN.
+    def two(a, b):
+        with bridge.get_default_graph().gradient_override_map({"Square": "TestSquareGradNaN"}):
+            return ops.sin(a) + ops.square(b)
+    result = gradcheck(two, [X0, X0], names=["a", "b"])
+    assert result.verdict == "FAIL" and "gradient with respect to b is not finite" in result.message
+
+
+def test_steps_where_f_is_not_finite_are_left_out_and_said_so() -> None:
+    """sqrt at 0.05 along -1: the step h = 0.1 leaves its domain, the others converge."""
+    x0, v = np.array([0.05, 2.0]), np.array([-1.0, 1.0])
+    result = gradcheck(ops.sqrt, x0, direction=v)
+    assert result.verdict == "PASS" and result.slope_first == pytest.approx(2.0, abs=0.1)
+    assert list(result.finite) == [False, True, True, True, True] and not result.fitted[0]
+    text = str(result)
+    assert "(f(x+hv) not finite, not fitted)" in text
+    assert "f(x+hv) is not finite for 1 of 5 steps (h = 1e-01: output Sqrt:0 is not finite" in text
+    # With fewer than two finite steps left there is nothing to fit.
+    result = gradcheck(ops.sqrt, x0, direction=v, steps=[1.0, 0.1, 0.01])
+    assert result.verdict == "CANNOT TEST" and not result.passed and "fewer than two steps" in result.message
+
+
+def test_plots_of_untestable_results(tmp_path) -> None:
+    """A step left out does not break the plot; a test stopped before the steps writes none."""
+    path = tmp_path / "partial.png"
+    gradcheck(ops.sqrt, np.array([0.05, 2.0]), direction=np.array([-1.0, 1.0]), plot=str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = gradcheck(ops.sqrt, np.array([-1.0, 2.0]), plot=str(tmp_path / "none.png"))
+    assert result.plot is None and not (tmp_path / "none.png").exists()
 
 
 def test_gradcheck_through_control_flow_and_functions() -> None:

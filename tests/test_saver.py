@@ -305,3 +305,244 @@ def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         with bridge.Session(g) as sess:
             saver.save(sess, tmp_path / "no" / "such" / "folder" / "model.ckpt")
+
+
+# --- nothing lost: atomic saves, concurrent saves, refused paths ----------------------
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+def test_a_nul_byte_or_an_empty_path_is_refused_before_anything_is_written(tmp_path):
+    g, variables, init = _graph({"a": np.float32(1.0)})
+    with g.as_default():
+        saver = train.Saver()
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        for bad, message in [(str(tmp_path / "good\0evil"), "holds a NUL byte"),
+                             (os.fsencode(tmp_path / "good\0evil"), "holds a NUL byte"),
+                             ("", "is empty"),
+                             (str(tmp_path) + os.sep, "names a folder")]:
+            with pytest.raises(ValueError, match=f"Saver.save: save_path.*{message}"):
+                saver.save(sess, bad, global_step=1)
+            assert _listing(tmp_path) == []
+        with pytest.raises(ValueError, match="latest_filename .*holds a NUL byte"):
+            saver.save(sess, tmp_path / "model", latest_filename="check\0point")
+        assert _listing(tmp_path) == []
+        prefix = saver.save(sess, tmp_path / "good")
+        with pytest.raises(ValueError, match="Saver.restore: save_path .*holds a NUL byte"):
+            saver.restore(sess, prefix + "\0evil")
+        with pytest.raises(ValueError, match="save_path is empty"):
+            saver.restore(sess, "")
+    assert _listing(tmp_path) == ["checkpoint", "good.data-00000-of-00001", "good.index"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x89PNG\r\n\x1a\n\xff\xfe binary", r"is not a text file \(byte 0x89 at offset 0 is not UTF-8\)"),
+    (b'model_checkpoint_path: "good\x00evil"\n', "holds a NUL byte at offset 28"),
+    (b'model_checkpoint_path: "good\\000evil"\n', "must be non-empty and hold no NUL byte"),
+])
+def test_a_binary_or_corrupt_state_file_is_an_error_naming_it(tmp_path, content, message):
+    state = tmp_path / "checkpoint"
+    state.write_bytes(content)
+    for read in (train.latest_checkpoint, train.get_checkpoint_state):
+        with pytest.raises(ValueError, match=f"checkpoint state file {re.escape(str(state))}.*{message}"):
+            read(tmp_path)
+
+
+def _big_graph(size: int = 2_000_000):
+    """One float64 Variable of ``size`` values and an op filling it with a number."""
+    g = bridge.Graph()
+    with g.as_default():
+        v = bridge.Variable(np.zeros(size), name="big")
+        fill = bridge.placeholder(bridge.float64, [], name="fill")
+        assign = v.assign(bridge.ops.fill([size], fill))
+        saver = train.Saver(max_to_keep=3)
+        init = bridge.global_variables_initializer()
+    return g, v, fill, assign, saver, init
+
+
+def test_concurrent_saves_to_one_prefix_all_succeed(tmp_path):
+    """Four threads saving to one prefix used to share '<prefix>_temp' (10-29% NotFound)."""
+    import threading
+
+    g, v, fill, assign, saver, init = _big_graph(500_000)
+    sess = bridge.Session(g)
+    sess.run(init)
+    sess.run(assign, {fill: 7.0})
+    failures, prefixes = [], []
+
+    def work(n):
+        for i in range(6):
+            try:
+                prefixes.append(saver.save(sess, tmp_path / "model"))
+                prefixes.append(saver.save(sess, tmp_path / "stepped", global_step=n * 10 + i))
+            except Exception as exc:  # noqa: BLE001 - every failure is the test's business
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(prefixes) == 48
+    assert [n for n in _listing(tmp_path) if n.startswith(".") or n.endswith("_temp")] == []
+    # max_to_keep 3: the three newest saves are on disk, whole, and nothing else.
+    kept = saver.last_checkpoints
+    assert len(kept) == 3
+    on_disk = sorted(n for n in _listing(tmp_path) if n != "checkpoint")
+    assert on_disk == sorted(os.path.basename(p) + end for p in kept for end in (".index", ".data-00000-of-00001"))
+    assert train.latest_checkpoint(tmp_path) == kept[-1]
+    with bridge.Session(g) as fresh:
+        for prefix in kept:
+            saver.restore(fresh, prefix)
+            np.testing.assert_array_equal(fresh.run(v.value()), np.full(500_000, 7.0))
+    sess.close()
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL at one file operation of a save."""
+
+
+class _KillingOs:
+    """The os module as saver.py sees it, raising _Killed at the n-th rename,
+    replace, remove or rmtree's unlink of a save's commit phase."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.calls = 0
+
+    def _count(self, function):
+        def wrapped(*args, **kwargs):
+            self.calls += 1
+            if self.calls == self.n:
+                raise _Killed(f"killed at file operation {self.n}: {function.__name__}{args}")
+            return function(*args, **kwargs)
+        return wrapped
+
+    def __getattr__(self, name):
+        value = getattr(os, name)
+        return self._count(value) if name in ("rename", "replace", "remove", "fsync") else value
+
+
+@pytest.mark.parametrize("stepped", [False, True], ids=["same_prefix", "global_step"])
+def test_a_save_killed_at_each_file_operation_leaves_a_checkpoint_that_restores(tmp_path, monkeypatch, stepped):
+    """Every point of the commit phase, deterministically: the checkpoint
+    restores with exact values, the old or the new, and the next save or
+    restore finishes or removes what the killed save left."""
+    import subprocess
+    import sys
+    from bridge.train import saver as saver_module
+
+    g, v, fill, assign, saver, init = _big_graph(1000)
+    sess = bridge.Session(g)
+    sess.run(init)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    n = 0
+    while True:
+        n += 1
+        folder = tmp_path / f"kill{n}"
+        folder.mkdir()
+        sess.run(assign, {fill: 1.0})
+        first = saver.save(sess, folder / "model", global_step=1 if stepped else None)
+        sess.run(assign, {fill: 2.0})
+        killing = _KillingOs(n)
+        monkeypatch.setattr(saver_module, "os", killing)
+        try:
+            second = saver.save(sess, folder / "model", global_step=1 if stepped else None)
+            finished = True
+        except _Killed:
+            finished = False
+        finally:
+            monkeypatch.setattr(saver_module, "os", os)
+        assert second == first if finished else True
+        # A dead process's work folder, as a kill before the commit leaves it.
+        (folder / f".model.save-{dead.pid}-0123456789ab").mkdir()
+        (folder / f".model.save-{dead.pid}-0123456789ab" / "ckpt_temp").mkdir()
+        with bridge.Session(g) as fresh:
+            latest = train.latest_checkpoint(folder)
+            assert latest == first, n
+            saver.restore(fresh, latest)
+            value = fresh.run(v.value())
+        assert value[0] in (1.0, 2.0) and np.array_equal(value, np.full(1000, value[0])), n
+        if finished:
+            assert value[0] == 2.0
+        assert [p for p in _listing(folder) if p.startswith(".") or "_temp" in p] == [], (n, _listing(folder))
+        if finished:
+            assert killing.calls < n
+            break
+    assert n > 5   # the commit phase has that many points at least
+    sess.close()
+
+
+KILL_CHILD = r"""
+import sys
+import numpy as np
+import bridge
+from bridge import train
+
+folder, stepped = sys.argv[1], sys.argv[2] == "1"
+size = 4_000_000                                   # 32 MB: a save takes tens of milliseconds
+g = bridge.Graph()
+with g.as_default():
+    v = bridge.Variable(np.zeros(size), name="big")
+    fill = bridge.placeholder(bridge.float64, [], name="fill")
+    assign = v.assign(bridge.ops.fill([size], fill))
+    saver = train.Saver(max_to_keep=2)
+    init = bridge.global_variables_initializer()
+sess = bridge.Session(g)
+sess.run(init)
+start = int(sys.argv[3])
+for i in range(start, start + 1000):
+    sess.run(assign, {fill: float(i)})
+    saver.save(sess, folder + "/model", global_step=i if stepped else None)
+    print(i, flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stepped", [False, True], ids=["same_prefix", "global_step"])
+def test_saves_killed_with_sigkill_never_lose_the_checkpoint(tmp_path, stepped):
+    """Child processes save a 32 MB variable over and over and are SIGKILLed at
+    random times; after each kill the checkpoint restores with the exact
+    values of the last finished save (or of the one killed, if it had
+    committed), and nothing is left behind once the bridge has looked."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(1234 + stepped)
+    g, v, fill, assign, saver, init = _big_graph(4_000_000)
+    deadline = time.monotonic() + 150
+    kills, saves, next_value = 0, 0, 1
+    while kills < 10 and time.monotonic() < deadline:
+        child = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(tmp_path), "1" if stepped else "0",
+                                  str(next_value)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        first = child.stdout.readline()   # one save finished: the child is in its loop
+        if not first:
+            child.wait()
+            pytest.fail("the saving child died before its first save")
+        time.sleep(rng.uniform(0.0, 0.4))
+        child.send_signal(signal.SIGKILL)
+        rest = child.stdout.read()
+        child.wait()
+        done = [int(line) for line in (first + rest).split()]
+        kills += 1
+        saves += len(done)
+        last = done[-1]
+        with bridge.Session(g) as sess:
+            prefix = train.latest_checkpoint(tmp_path) if stepped else str(tmp_path / "model")
+            saver.restore(sess, prefix)
+            value = sess.run(v.value())
+        assert value[0] in (last, last + 1), (kills, last, value[0])
+        np.testing.assert_array_equal(value, np.full(value.shape, value[0]))
+        if stepped:
+            assert prefix in (str(tmp_path / f"model-{last}"), str(tmp_path / f"model-{last + 1}"))
+        leftovers = [n for n in _listing(tmp_path) if n.startswith(".") or n.endswith("_temp")]
+        assert leftovers == [], leftovers
+        next_value = last + 2
+    assert kills >= 5 and saves >= 10, (kills, saves)

@@ -289,3 +289,101 @@ def test_every_read_on_the_loss_path_is_fed():
     opt.minimize(sess)
     assert sess.runs == opt.evaluations + 2
     np.testing.assert_allclose(sess.run(w.value()), [0.25, 0.25], atol=1e-8)
+
+
+# --- a non-finite loss or gradient stops the minimization, reported, at the best point --------
+
+from bridge.grad import RegisterGradient  # noqa: E402
+
+
+@RegisterGradient("TestScipySquareGradNaNBelowZero")
+def _square_grad_nan_below_zero(op, grad):
+    """Square's gradient, NaN where the input is below 2 (x below 0 in the losses below)."""
+    u = op.inputs[0]
+    return grad * (u * 2.0) + 0.0 * ops.sqrt(u - 2.0)
+
+
+def _valley(nan_in, x0=(3.0, 5.0)):
+    """sum((x + 2)^2), whose minimum x = -2 every method heads for, with NaN
+    below x = 0: in the loss (+ 0 sqrt(x)) or in its gradient alone."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.Variable(np.asarray(x0, dtype=np.float64), name="x")
+        v = x.value()
+        if nan_in == "loss":
+            loss = ops.sum(ops.square(v + 2.0) + 0.0 * ops.sqrt(v), 0)
+        else:
+            with g.gradient_override_map({"Square": "TestScipySquareGradNaNBelowZero"}):
+                loss = ops.sum(ops.square(v + 2.0), 0)
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    return x, loss, sess
+
+
+def _check_stopped_at_best_finite_point(opt, result, x, loss, sess, what, start_loss):
+    assert not result.success and result.status == 98 and result.nonfinite == what
+    assert f"the {what} of 'Sum:0' is not finite" in result.message
+    assert f"at evaluation {result.nfev}" in result.message and "iteration" in result.message
+    assert "the variables hold the best finite point seen" in result.message
+    # The Variables hold result.x, a point whose loss is finite and the best seen.
+    np.testing.assert_array_equal(sess.run(x.value()), result.x)
+    assert np.isfinite(result.fun) and sess.run(loss) == result.fun
+    assert result.fun <= min(opt.history + [start_loss])
+    if opt.method != "Newton-CG":  # whose first step, exact on the quadratic, lands at -2: NaN
+        assert result.fun < start_loss
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "BFGS", "CG", "Newton-CG", "trust-ncg", "TNC", "Nelder-Mead"])
+def test_a_nan_loss_stops_and_keeps_the_best_finite_point(method):
+    x, loss, sess = _valley("loss")
+    start = sess.run(loss)
+    opt = ScipyOptimizer(loss, method=method)
+    with pytest.warns(RuntimeWarning, match=rf"ScipyOptimizer \({method}\): the loss of 'Sum:0' is not finite "
+                                           r"\(nan\) at evaluation \d+"):
+        result = opt.minimize(sess)
+    _check_stopped_at_best_finite_point(opt, result, x, loss, sess, "loss", start)
+    assert "nan" not in repr(result.fun) and not np.isnan(opt.history).any()
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "BFGS", "CG", "Newton-CG"])
+def test_a_nan_gradient_stops_and_names_the_variable(method):
+    x, loss, sess = _valley("gradient")
+    start = sess.run(loss)
+    opt = ScipyOptimizer(loss, method=method)
+    with pytest.warns(RuntimeWarning, match="the gradient of 'Sum:0' is not finite"):
+        result = opt.minimize(sess)
+    _check_stopped_at_best_finite_point(opt, result, x, loss, sess, "gradient", start)
+    assert "first in variable 'x' at index (" in result.message
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "BFGS"])
+def test_a_nan_loss_at_the_start_keeps_the_starting_values(method):
+    x, loss, sess = _valley("loss", x0=(-1.0, 2.0))
+    opt = ScipyOptimizer(loss, method=method)
+    with pytest.warns(RuntimeWarning, match="at evaluation 1 \\(the starting point\\)"):
+        result = opt.minimize(sess)
+    assert not result.success and result.status == 98 and np.isnan(result.fun)
+    assert "the variables keep their starting values" in result.message
+    np.testing.assert_array_equal(sess.run(x.value()), [-1.0, 2.0])
+    np.testing.assert_array_equal(result.x, [-1.0, 2.0])
+
+
+def test_the_iteration_is_named():
+    """NaN beyond x = 0 while Rosenbrock's valley is followed from (-1.2, 1): the
+    history before the NaN is kept, and the message names the iteration."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.Variable(np.array([-1.2, 1.0]), name="x")
+        v = x.value()
+        # NaN once x[0] passes 0.5, some iterations in.
+        loss = rosenbrock(v) + 0.0 * ops.sqrt(0.5 - v[0])
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    opt = ScipyOptimizer(loss)
+    with pytest.warns(RuntimeWarning) as caught:
+        result = opt.minimize(sess)
+    assert len(opt.history) >= 3 and all(np.isfinite(opt.history))
+    assert f"in iteration {len(opt.history)};" in result.message and str(caught[0].message) == result.message
+    assert result.fun <= opt.history[-1] and sess.run(loss) == result.fun

@@ -540,17 +540,31 @@ def julia_file_name(spec: OpSpec) -> str:
     return snake_case(spec.name) + ".jl"
 
 
+#: The smallest sample size of a dimension: large enough that a stencil
+#: (a 3- or 5-point difference, a boundary treated apart) has interior points,
+#: so the gradient test exercises it; at 2 a 3-point stencil is the identity
+#: and the test passes vacuously.
+SAMPLE_SIZE = 5
+
+
 def _sample_sizes(spec: OpSpec) -> dict[str, int]:
-    """Small, distinct sizes for the named dimensions (so a transposed matrix
-    shows up as a shape error), attributes' defaults where they size dims."""
+    """Distinct sizes of at least SAMPLE_SIZE for the named dimensions (so a
+    transposed matrix shows up as a shape error), attributes' defaults where
+    they size dims."""
     sizes: dict[str, int] = {}
     for attr in spec.attrs:
         if attr.dtype == "int64":
-            sizes[attr.name] = attr.default if isinstance(attr.default, int) and attr.default >= 0 else 3
+            sizes[attr.name] = (attr.default if isinstance(attr.default, int) and attr.default >= 0
+                                else SAMPLE_SIZE)
+    taken = set(sizes.values())
     for arg in spec.inputs:
         for dim in arg.shape:
             if isinstance(dim, str) and dim not in sizes:
-                sizes[dim] = 2 + len(sizes)
+                size = SAMPLE_SIZE + 1
+                while size in taken:
+                    size += 1
+                sizes[dim] = size
+                taken.add(size)
     return sizes
 
 
@@ -558,7 +572,7 @@ def _sample_shape(arg: Arg, sizes: dict[str, int]) -> tuple[int, ...]:
     out = []
     for dim in arg.shape:
         if dim is None:
-            out.append(3)
+            out.append(SAMPLE_SIZE)
         elif isinstance(dim, int):
             out.append(dim)
         elif isinstance(dim, str):

@@ -10,8 +10,11 @@ only (the others stay as given), and runs :func:`bridge.gradcheck`::
     tfbridge gradtest ops/sinkhorn --inputs inputs.npz     # arrays named like the inputs
     tfbridge gradtest ops/sinkhorn --inputs inputs.py      # a file defining them
 
-Exit status: 0 PASS, 1 FAIL, 2 the test could not run (the reason is
-printed, never a traceback).
+Exit status: 0 PASS (or LINEAR: the op is linear along the direction and
+its gradient exact there), 1 FAIL (a wrong or non-finite gradient), 2 the
+test could not run: bad inputs, an op that fails on them or returns NaN or
+Inf, an op whose outputs do not change along the direction (CONSTANT), or
+one without a gradient (the reason is printed, never a traceback).
 """
 from __future__ import annotations
 
@@ -153,12 +156,15 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
     print the verdict and return the exit status (0 PASS, 1 FAIL, 2 could
     not run, with the reason printed)."""
     import bridge
-    from bridge.grad.gradient_check import write_plot
+    from bridge.grad.gradient_check import CANNOT_TEST, CONSTANT, FAIL as FAILED, write_plot
     from . import SPEC_FILE, load, parse_file
-    from .spec import grad_inputs, snake_case
+    from .spec import grad_inputs, grad_outputs, has_gradient, snake_case
 
     spec = parse_file(Path(op_dir) / SPEC_FILE)
     args = _parser(spec.name).parse_args(argv)
+    if not has_gradient(spec):
+        print(f"gradtest {spec.name}: cannot test: {no_gradient_reason(spec)}")
+        return ERROR
     try:
         given: dict[str, Any] = {}
         if args.inputs is not None:
@@ -181,7 +187,8 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
         return function(*[merged[a.name] for a in spec.inputs], **keywords)
 
     try:
-        result = bridge.gradcheck(op, [values[name] for name in floats])
+        result = bridge.gradcheck(op, [values[name] for name in floats], names=floats,
+                                  output_names=[a.name for a in grad_outputs(spec)])
     except Exception as exc:  # the op failed on these inputs: say so, and how to give others
         message = str(exc).strip() or type(exc).__name__
         print(f"gradtest {spec.name}: running the op failed: {type(exc).__name__}: {message}\n"
@@ -189,12 +196,27 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
               f"ones with --input NAME=VALUE or --inputs FILE (.npz or .py).")
         return ERROR
     print(f"{spec.name}: {result}")
+    if result.verdict in (CANNOT_TEST, CONSTANT):
+        print(f"The inputs not given on the command line are samples ({_sample_note(spec)}); give inputs "
+              f"where {spec.name} is finite and depends on its float inputs with --input NAME=VALUE or "
+              f"--inputs FILE (.npz or .py).")
     if args.plot:
-        try:
-            print(f"convergence plot: {write_plot(result, args.plot)}")
-        except ImportError as exc:  # the verdict stands without its picture
-            print(f"convergence plot skipped: {exc}")
-    return PASS if result.passed else FAIL
+        if not result.evaluated:
+            print("convergence plot skipped: no step was evaluated")
+        else:
+            try:
+                print(f"convergence plot: {write_plot(result, args.plot)}")
+            except ImportError as exc:  # the verdict stands without its picture
+                print(f"convergence plot skipped: {exc}")
+    if result.passed:
+        return PASS
+    return FAIL if result.verdict == FAILED else ERROR
+
+
+def no_gradient_reason(spec: OpSpec) -> str:
+    """Why ``spec`` has no gradient op to test."""
+    return (f"{spec.name} has no gradient to test: it needs a float input and a float output (double or "
+            f"float) in {spec.path}")
 
 
 def _sample_note(spec: OpSpec) -> str:

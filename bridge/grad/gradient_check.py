@@ -12,6 +12,22 @@ function with several (or non-scalar) outputs is reduced to the scalar
 ``sum_k sum(w_k * y_k)`` with fixed random weights w, so the test checks
 ``J^T w`` (what reverse mode computes) through ``bridge.gradients``.
 
+The test never passes what it did not test.  Its verdicts:
+
+* ``PASS``: the first-order remainder falls like O(h^2) (slope >= ``min_order``);
+* ``FAIL``: it falls more slowly (the gradient is wrong), or the gradient
+  holds NaN or Inf where f is finite (the message names the input);
+* ``LINEAR``: f is linear along v: the first-order remainder is at roundoff
+  for every step while f moves, so ``J v`` equals the finite differences
+  exactly.  The gradient is right along v (``passed`` is True), but there is
+  no convergence to measure, and the message says so;
+* ``CONSTANT``: f does not move along v (both remainders at roundoff): the
+  test saw nothing but ``J v = 0`` and does not pass;
+* ``CANNOT TEST``: x0, or f at x0, holds NaN or Inf (the message names which
+  input or output), or fewer than two steps give a finite f(x+hv).  Steps
+  where f(x+hv) is not finite (a step across a pole or out of f's domain) are
+  left out of the fit and marked in the table.
+
 :func:`compute_gradient` and :func:`compare_jacobians` compare the full
 Jacobian from ``bridge.gradients`` with central differences, as
 ``tf.test.compute_gradient`` does.
@@ -96,9 +112,20 @@ class _Problem:
 
 # --- the convergence test -----------------------------------------------------------------
 
+#: Verdicts of :func:`gradcheck` (see the module doc); PASS and LINEAR pass.
+PASS, FAIL, LINEAR, CONSTANT, CANNOT_TEST = "PASS", "FAIL", "LINEAR", "CONSTANT", "CANNOT TEST"
+
+
 @dataclass
 class GradcheckResult:
-    """Outcome of :func:`gradcheck`."""
+    """Outcome of :func:`gradcheck`.
+
+    ``verdict`` is one of ``PASS``, ``FAIL``, ``LINEAR``, ``CONSTANT`` and
+    ``CANNOT TEST`` (the module doc); ``passed`` is True for ``PASS`` and
+    ``LINEAR`` only.  ``slope_*`` are NaN where no slope was fitted (fewer
+    than two steps above roundoff); ``finite`` marks the steps where
+    f(x+hv) was finite; ``evaluated`` is False when the test stopped before
+    the steps (a non-finite x0, f(x0) or gradient), whose remainders are then NaN."""
 
     steps: np.ndarray
     zeroth_order: np.ndarray
@@ -111,20 +138,33 @@ class GradcheckResult:
     fitted: np.ndarray = field(repr=False)
     plot: Optional[str] = None
     message: str = ""
+    finite: Optional[np.ndarray] = field(default=None, repr=False)
+    evaluated: bool = True
 
     @property
     def passed(self) -> bool:
-        return self.verdict == "PASS"
+        return self.verdict in (PASS, LINEAR)
 
     def __str__(self) -> str:
-        rows = [f"gradcheck {self.verdict}: first-order slope {self.slope_first:.2f} (want ~2), "
-                f"zeroth-order slope {self.slope_zeroth:.2f} (want ~1)",
-                f"{'h':>10} {'|f(x+hv)-f(x)|':>16} {'|f(x+hv)-f(x)-hJv|':>20}"]
-        for h, r0, r1, used in zip(self.steps, self.zeroth_order, self.first_order, self.fitted):
-            rows.append(f"{h:10.1e} {r0:16.6e} {r1:20.6e}" + ("" if used else "  (roundoff, not fitted)"))
+        head = f"gradcheck {self.verdict}"
+        if self.verdict in (PASS, FAIL) and np.isfinite(self.slope_first):
+            head += (f": first-order slope {self.slope_first:.2f} (want ~2), "
+                     f"zeroth-order slope {_slope_text(self.slope_zeroth)} (want ~1)")
+        rows = [head]
+        if self.evaluated:
+            rows.append(f"{'h':>10} {'|f(x+hv)-f(x)|':>16} {'|f(x+hv)-f(x)-hJv|':>20}")
+            finite = self.finite if self.finite is not None else np.ones(len(self.steps), bool)
+            for h, r0, r1, used, ok in zip(self.steps, self.zeroth_order, self.first_order, self.fitted, finite):
+                note = "" if used else ("  (f(x+hv) not finite, not fitted)" if not ok
+                                        else "  (roundoff, not fitted)")
+                rows.append(f"{h:10.1e} {r0:16.6e} {r1:20.6e}" + note)
         if self.message:
             rows.append(self.message)
         return "\n".join(rows)
+
+
+def _slope_text(slope: float) -> str:
+    return f"{slope:.2f}" if np.isfinite(slope) else "n/a"
 
 
 def _slope(steps: np.ndarray, errors: np.ndarray, mask: np.ndarray) -> float:
@@ -133,16 +173,39 @@ def _slope(steps: np.ndarray, errors: np.ndarray, mask: np.ndarray) -> float:
     return float(np.polyfit(np.log10(steps[mask]), np.log10(errors[mask]), 1)[0])
 
 
+def _where_not_finite(value: np.ndarray) -> str:
+    """'2 of 4 values (nan at index (1,))': where ``value`` holds NaN or Inf."""
+    bad = ~np.isfinite(value)
+    first = tuple(int(i) for i in np.argwhere(bad)[0]) if value.ndim else ()
+    sample = value[first] if value.ndim else value
+    where = f" at index {first}" if value.ndim else ""
+    return f"{int(bad.sum())} of {value.size} values ({sample}{where})"
+
+
+def _cannot_test(message: str, steps: np.ndarray) -> GradcheckResult:
+    empty = np.full(len(steps), np.nan)
+    return GradcheckResult(steps, empty, empty.copy(), float("nan"), float("nan"), CANNOT_TEST,
+                           float("nan"), float("nan"), np.zeros(len(steps), bool), None, message,
+                           np.zeros(len(steps), bool), evaluated=False)
+
+
 def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: int = 0,
               direction: Any = None, plot: Optional[str] = None, x: Any = None,
               feed_dict: Optional[dict] = None, session: Optional[Session] = None,
-              attrs: Optional[dict] = None, min_order: float = 1.8) -> GradcheckResult:
+              attrs: Optional[dict] = None, min_order: float = 1.8,
+              names: Optional[Sequence[str]] = None,
+              output_names: Optional[Sequence[str]] = None) -> GradcheckResult:
     """Convergence test of ``bridge.gradients`` for ``f`` at ``x0`` (see the module doc).
 
     ``x0`` is an array or a list of arrays (one per input of f);
     ``direction`` (same layout) replaces the random v.  The verdict is PASS
-    when the first-order remainder falls with slope >= ``min_order``, or sits
-    at roundoff level for every step (f linear along v, gradient exact).
+    when the first-order remainder falls with slope >= ``min_order``; LINEAR
+    (which passes too, saying so) when it sits at roundoff level for every
+    step while f moves (f linear along v, gradient exact); CONSTANT when f
+    does not move along v; FAIL for a slower slope or a non-finite
+    gradient; CANNOT TEST when x0 or f(x0) is not finite.  ``names`` and
+    ``output_names`` name the arrays of x0 and f's float outputs in the
+    messages (default ``x0[i]`` and the outputs' tensor names).
     ``plot``: a path to write the log-log plot (PNG) to, with O(h) and O(h^2)
     reference lines; needs matplotlib.
     """
@@ -153,11 +216,28 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
         raise ValueError("gradcheck: steps must hold at least two positive step sizes")
     rng = np.random.default_rng(seed)
     problem = _Problem(f, x0, x, feed_dict, session, attrs)
+    if names is None:
+        names = ["x0"] if problem.single else [f"x0[{i}]" for i in range(len(problem.x0))]
+    names = [str(n) for n in names]
+    if len(names) != len(problem.x0):
+        raise ValueError(f"gradcheck: {len(names)} names for {len(problem.x0)} arrays in x0")
     try:
+        for name, value in zip(names, problem.x0):
+            if not np.all(np.isfinite(value)):
+                return _cannot_test(f"cannot test: input {name} is not finite: {_where_not_finite(value)}",
+                                    steps_arr)
+        out_names = ([y.name for y in problem.ys] if output_names is None
+                     else [str(n) for n in output_names])
+        if len(out_names) != len(problem.ys):
+            raise ValueError(f"gradcheck: {len(out_names)} output_names for {len(problem.ys)} float outputs")
+        y0 = [np.asarray(v) for v in problem.run(problem.ys, problem.x0)]
+        bad = _first_non_finite(out_names, y0)
+        if bad:
+            return _cannot_test(f"cannot test: output {bad} at x0; "
+                                f"test f at inputs where it is finite", steps_arr)
         graph = problem.graph
         with graph.as_default(), graph.name_scope("gradcheck"):
-            shapes = problem.run(problem.ys, problem.x0)
-            objective = _weighted_sum(problem.ys, [np.shape(v) for v in shapes], rng)
+            objective = _weighted_sum(problem.ys, [np.shape(v) for v in y0], rng)
             grads = gradients([objective], problem.xs)
         fetch = [objective] + [g for g in grads if g is not None]
         values = problem.run(fetch, problem.x0)
@@ -169,34 +249,83 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
         else:
             v = [np.asarray(d, dtype=x.dtype) for d, x in zip(flatten([direction] if problem.single else direction),
                                                                problem.x0)]
+        for name, d in zip(names, v):
+            if not np.all(np.isfinite(d)):
+                raise ValueError(f"gradcheck: the direction for {name} is not finite: {_where_not_finite(d)}")
+        for name, g in zip(names, g0):
+            if not np.all(np.isfinite(g)):
+                message = (f"the gradient with respect to {name} is not finite where f is: "
+                           f"{_where_not_finite(g)}: the gradient is wrong, or f is not "
+                           f"differentiable at x0")
+                empty = np.full(len(steps_arr), np.nan)
+                return GradcheckResult(steps_arr, empty, empty.copy(), float("nan"), float("nan"), FAIL, f0,
+                                       float("nan"), np.zeros(len(steps_arr), bool), None, message,
+                                       np.zeros(len(steps_arr), bool), evaluated=False)
         jv = float(np.real(sum(np.vdot(g, d) for g, d in zip(g0, v))))
-        r0, r1 = [], []
+        r0, r1, non_finite = [], [], []
         for h in steps_arr:
-            fh = float(np.real(problem.run(objective, [x + h * d for x, d in zip(problem.x0, v)])))
+            xh = [x + h * d for x, d in zip(problem.x0, v)]
+            fh = float(np.real(problem.run(objective, xh)))
+            if not np.isfinite(fh):
+                yh = [np.asarray(val) for val in problem.run(problem.ys, xh)]
+                non_finite.append((h, _first_non_finite(out_names, yh) or "the weighted sum of the outputs "
+                                                                           "overflows"))
             r0.append(abs(fh - f0))
             r1.append(abs(fh - f0 - h * jv))
     finally:
         problem.close()
     r0_arr, r1_arr = np.asarray(r0), np.asarray(r1)
+    finite = np.isfinite(r0_arr) & np.isfinite(r1_arr)
+    skipped = ""
+    if non_finite:
+        h, what = non_finite[0]
+        skipped = (f"f(x+hv) is not finite for {len(non_finite)} of {len(steps_arr)} steps (h = {h:.0e}: "
+                   f"output {what}); those steps are not fitted")
+    if finite.sum() < 2:
+        result = GradcheckResult(steps_arr, r0_arr, r1_arr, float("nan"), float("nan"), CANNOT_TEST, f0, jv,
+                                 np.zeros(len(steps_arr), bool), None,
+                                 f"cannot test: {skipped}; fewer than two steps are left: try smaller steps",
+                                 finite)
+        if plot is not None:
+            result.plot = write_plot(result, plot)
+        return result
     eps = max(np.finfo(x.dtype).eps for x in problem.x0)
-    floor = 100 * eps * max(abs(f0), float(np.max(r0_arr)), np.finfo(np.float64).tiny)
-    fitted = r1_arr > floor
-    slope0 = _slope(steps_arr, r0_arr, r0_arr > floor)
+    floor = 100 * eps * max(abs(f0), float(np.max(r0_arr[finite])), np.finfo(np.float64).tiny)
+    moved = finite & (r0_arr > floor)
+    fitted = finite & (r1_arr > floor)
+    slope0 = _slope(steps_arr, r0_arr, moved)
     slope1 = _slope(steps_arr, r1_arr, fitted)
-    if fitted.sum() < 2:
-        verdict = "PASS" if not fitted.any() else "FAIL"
-        message = ("first-order remainder at roundoff level for every step: f is linear along v "
-                   "and the gradient exact" if verdict == "PASS" else
-                   "only one step rose above roundoff: use larger steps")
+    notes = [skipped] if skipped else []
+    if not fitted.any() and not moved.any():
+        verdict = CONSTANT
+        notes.append("f does not change along v (both remainders at roundoff level for every step): the test "
+                     "saw nothing but J v = 0 = the finite differences, which checks no gradient; try inputs "
+                     "where f's outputs depend on x")
+    elif not fitted.any():
+        verdict = LINEAR
+        notes.append("f is linear along v: f(x+hv) - f(x) equals h J v to roundoff at every step, so J v is "
+                     "exact; there is no convergence order to measure (no first-order slope)")
+    elif fitted.sum() < 2:
+        verdict = FAIL
+        notes.append("only one step rose above roundoff: use larger steps")
     else:
-        verdict = "PASS" if slope1 >= min_order else "FAIL"
-        message = "" if verdict == "PASS" else (
-            f"first-order remainder falls like O(h^{slope1:.2f}), not O(h^2): the gradient is wrong")
+        verdict = PASS if slope1 >= min_order else FAIL
+        if verdict == FAIL:
+            notes.append(f"first-order remainder falls like O(h^{slope1:.2f}), not O(h^2): the gradient is wrong")
     result = GradcheckResult(steps_arr, r0_arr, r1_arr, slope0, slope1, verdict, f0, jv, fitted,
-                             None, message)
+                             None, "\n".join(notes), finite)
     if plot is not None:
         result.plot = write_plot(result, plot)
     return result
+
+
+def _first_non_finite(names: Sequence[str], values: Sequence[np.ndarray]) -> str:
+    """'y is not finite: 2 of 4 values (nan at index (1,))' for the first
+    non-finite value, or ''."""
+    for name, value in zip(names, values):
+        if not np.all(np.isfinite(value)):
+            return f"{name} is not finite: {_where_not_finite(value)}"
+    return ""
 
 
 def _weighted_sum(ys: list[Output], shapes: list[tuple], rng: np.random.Generator) -> Output:
@@ -228,10 +357,10 @@ def write_plot(result: GradcheckResult, path: str) -> str:
     fig = Figure(figsize=(6, 4.5))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    r0 = np.where(result.zeroth_order > 0, result.zeroth_order, np.nan)
-    r1 = np.where(result.first_order > 0, result.first_order, np.nan)
-    ax.loglog(h, r0, "o-", label=f"|f(x+hv) - f(x)|  (slope {result.slope_zeroth:.2f})")
-    ax.loglog(h, r1, "s-", label=f"|f(x+hv) - f(x) - h Jv|  (slope {result.slope_first:.2f})")
+    shown = lambda r: np.where(np.isfinite(r) & (r > 0), r, np.nan)  # noqa: E731
+    r0, r1 = shown(result.zeroth_order), shown(result.first_order)
+    ax.loglog(h, r0, "o-", label=f"|f(x+hv) - f(x)|  (slope {_slope_text(result.slope_zeroth)})")
+    ax.loglog(h, r1, "s-", label=f"|f(x+hv) - f(x) - h Jv|  (slope {_slope_text(result.slope_first)})")
     anchor0 = np.nanmax(r0) if np.isfinite(r0).any() else 1.0
     anchor1 = np.nanmax(r1) if np.isfinite(r1).any() else 1.0
     ax.loglog(h, anchor0 * h / h[0], "k--", linewidth=0.8, label="O(h)")

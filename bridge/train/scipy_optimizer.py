@@ -15,10 +15,20 @@ for it each evaluation first assigns ``x`` to the variable (one extra run
 per evaluation), which ``ScipyOptimizer.assigns_first`` lists.  In that mode
 the variable holds the last evaluated point if the minimization is
 interrupted; otherwise the Variables change only at the end.
+
+A loss, gradient or Hessian-vector product that is NaN or infinite stops the
+minimization at once: scipy's methods do not recover from one (L-BFGS-B
+reported success with ``fun=nan``, BFGS and CG went on from a NaN point).
+The result then says so (``success`` False, ``status`` 98, ``nonfinite``,
+a message naming the evaluation, the iteration and what was not finite, also
+issued as a ``RuntimeWarning``), and the Variables hold the best point seen
+whose loss and gradient were finite.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence, Union
+
+import warnings
 
 import numpy as np
 
@@ -60,6 +70,16 @@ class _Stopped(Exception):
     """The user's callback asked to stop, for methods scipy cannot stop."""
 
 
+class _NonFinite(Exception):
+    """An evaluation gave a NaN or infinite loss, gradient or Hessian-vector
+    product: args (what, detail)."""
+
+
+#: ``OptimizeResult.status`` when the callback stopped the minimization, and
+#: when a non-finite value did.
+STATUS_STOPPED, STATUS_NON_FINITE = 99, 98
+
+
 class ScipyOptimizer:
     """Minimize ``loss`` over ``var_list`` with ``scipy.optimize.minimize``.
 
@@ -84,6 +104,13 @@ class ScipyOptimizer:
     ``OptimizeResult``.  ``history`` holds the loss after each iteration,
     ``evaluations`` the runs of the loss (and gradient) in the last call,
     ``hessp_evaluations`` its Hessian-vector products.
+
+    A NaN or infinite loss, gradient or Hessian-vector product stops the
+    minimization (see the module doc): ``success`` False, ``status`` 98,
+    ``nonfinite`` "loss", "gradient" or "Hessian-vector product", and a
+    ``message`` (also a ``RuntimeWarning``) naming the evaluation and the
+    iteration; ``x``, ``fun`` and the Variables are the best point seen whose
+    loss and gradient were finite (the starting point if none was).
     """
 
     def __init__(self, loss: Output, var_list: Optional[Sequence[Variable]] = None,
@@ -321,6 +348,14 @@ class ScipyOptimizer:
         starting point, one per evaluation (``evaluations``; two for
         variables in ``assigns_first``), one per Hessian-vector product and
         one to assign the optimum.
+
+        A NaN or infinite loss, gradient or Hessian-vector product stops the
+        minimization there, with a ``RuntimeWarning``: the result has
+        ``success`` False, ``status`` 98, ``nonfinite`` (which value), a
+        ``message`` naming the evaluation (counting from 1) and the iteration
+        (counting from 0, as ``history``) it happened in, and ``x``/``fun``
+        the best point seen whose loss and gradient were finite, which the
+        Variables then hold (their starting values if no point was finite).
         """
         from scipy.optimize import OptimizeResult
         from scipy.optimize import minimize as scipy_minimize
@@ -338,6 +373,8 @@ class ScipyOptimizer:
         self.evaluations = 0
         self.hessp_evaluations = 0
         recent: dict[bytes, float] = {}
+        # The best point whose loss (and gradient) were finite: (loss, x, evaluation).
+        best: list = [np.inf, None, 0]
 
         def evaluate(x: np.ndarray) -> Any:
             if self._assign_some is not None:
@@ -349,19 +386,27 @@ class ScipyOptimizer:
                 raise ValueError(f"ScipyOptimizer: loss '{self.loss.name}' must be a scalar, evaluated to shape "
                                  f"{loss.shape}")
             f = float(loss)
+            if not np.isfinite(f):
+                raise _NonFinite("loss", f"{f}")
+            grad = None if self._grad is None else np.array(values[1], dtype=np.float64)
+            if grad is not None and not np.all(np.isfinite(grad)):
+                raise _NonFinite("gradient", self._where_not_finite(grad))
+            if f < best[0]:
+                best[:] = [f, np.array(x, dtype=np.float64), self.evaluations]
             if len(recent) >= _RECENT:
                 del recent[next(iter(recent))]
             recent[x.tobytes()] = f
-            if self._grad is None:
-                return f
-            return f, np.array(values[1], dtype=np.float64)
+            return f if grad is None else (f, grad)
 
         def hessp(x: np.ndarray, p: np.ndarray) -> np.ndarray:
             if self._assign_some is not None:
                 session.run(self._assign_some, {self._x: x})
             self.hessp_evaluations += 1
-            return np.array(run_hessp(*base_values, *self._read_values(x), np.asarray(p, dtype=np.float64)),
-                            dtype=np.float64)
+            product = np.array(run_hessp(*base_values, *self._read_values(x), np.asarray(p, dtype=np.float64)),
+                               dtype=np.float64)
+            if not np.all(np.isfinite(product)):
+                raise _NonFinite("Hessian-vector product", self._where_not_finite(product))
+            return product
 
         def loss_at(x: np.ndarray) -> float:
             f = recent.get(np.asarray(x, dtype=np.float64).tobytes())
@@ -399,11 +444,42 @@ class ScipyOptimizer:
         try:
             result = scipy_minimize(evaluate, x0, **kwargs)
         except _Stopped as stop:
-            result = OptimizeResult(x=stop.args[0], fun=stop.args[1], success=False, status=99,
+            result = OptimizeResult(x=stop.args[0], fun=stop.args[1], success=False, status=STATUS_STOPPED,
                                     message="callback asked to stop", nit=len(self.history),
                                     nfev=self.evaluations)
+        except _NonFinite as stop:
+            what, detail = stop.args
+            iteration = len(self.history)
+            where = (f"at evaluation {self.evaluations} (the starting point)"
+                     if what != "Hessian-vector product" and self.evaluations == 1 else
+                     f"at evaluation {self.evaluations}, in iteration {iteration}"
+                     if what != "Hessian-vector product" else
+                     f"at Hessian-vector product {self.hessp_evaluations}, in iteration {iteration}")
+            if best[1] is None:
+                x_best, f_best = x0, float("nan")
+                kept = "no point had a finite loss and gradient: the variables keep their starting values"
+            else:
+                x_best, f_best = best[1], best[0]
+                kept = (f"the variables hold the best finite point seen: loss {f_best:.6g}, "
+                        f"evaluation {best[2]}")
+            message = (f"ScipyOptimizer ({self.method}): the {what} of '{self.loss.name}' is not finite "
+                       f"({detail}) {where}; stopped there, {kept}")
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            result = OptimizeResult(x=x_best, fun=f_best, success=False, status=STATUS_NON_FINITE,
+                                    message=message, nonfinite=what, nit=iteration, nfev=self.evaluations,
+                                    nhev=self.hessp_evaluations)
         session.run(self._assign_all, {self._x: np.asarray(result.x, dtype=np.float64)})
         return result
+
+    def _where_not_finite(self, vector: np.ndarray) -> str:
+        """'nan in 3 of 10 entries, first in variable 'w' at index (1, 0)'."""
+        bad = ~np.isfinite(vector)
+        first = int(np.argmax(bad))
+        k = int(np.searchsorted(self._offsets, first, side="right") - 1)
+        var = self.var_list[k]
+        index = np.unravel_index(first - int(self._offsets[k]), tuple(int(d) for d in var.shape))
+        return (f"{vector[first]} in {int(bad.sum())} of {vector.size} entries, first in variable '{var.name}' "
+                f"at index {tuple(int(i) for i in index)}")
 
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.var_list)

@@ -11,8 +11,10 @@ DIR`):
     --input NAME=VALUE      an input's or attribute's value, a Python literal (repeatable)
     --inputs FILE           values from an .npz (arrays named like the inputs) or a .py file
 
-It prints the verdict and exits 0 on PASS, 1 on FAIL, 2 when the test cannot
-run (the reason printed: say, a sample integer the op refuses).
+It prints the verdict and exits 0 on PASS (or LINEAR: the op is linear along
+the direction and its gradient exact there), 1 on FAIL, 2 when the test cannot
+run (the reason printed: say, a sample integer the op refuses, NaN or Inf in
+the op's outputs, outputs that do not change along the direction).
 """
 import sys
 
@@ -27,11 +29,11 @@ def sample_inputs() -> dict:
     """Small random inputs of the spec's shapes, replaced by what the command line gives."""
     rng = np.random.default_rng(0)
     return {
-        "x": rng.standard_normal((3,)).astype(np.float64),  # double(n) with k = 2, n = 3, h = 4, m = 5
-        "w1": rng.standard_normal((4, 3)).astype(np.float64),  # double(h,n)
-        "b1": rng.standard_normal((4,)).astype(np.float64),  # double(h)
-        "w2": rng.standard_normal((5, 4)).astype(np.float64),  # double(m,h)
-        "b2": rng.standard_normal((5,)).astype(np.float64),  # double(m)
+        "x": rng.standard_normal((6,)).astype(np.float64),  # double(n) with k = 2, n = 6, h = 7, m = 8
+        "w1": rng.standard_normal((7, 6)).astype(np.float64),  # double(h,n)
+        "b1": rng.standard_normal((7,)).astype(np.float64),  # double(h)
+        "w2": rng.standard_normal((8, 7)).astype(np.float64),  # double(m,h)
+        "b2": rng.standard_normal((8,)).astype(np.float64),  # double(m)
     }
 
 
