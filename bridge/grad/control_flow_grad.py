@@ -99,13 +99,19 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
         return [None] * n
     body_f = lookup(op.graph, op.get_attr("body"))
     info: Optional[WhileInfo] = getattr(body_f, "while_info", None)
-    if info is None:
-        raise LookupError(f"operation '{op.name}' ({op.type}) was not built by bridge.while_loop "
-                          "(a graph imported from a GraphDef?), so the bridge cannot differentiate it")
-    nv, nc = info.num_vars, info.num_captures
-    inputs = op.inputs
-    init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
-    g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
+    imported = info is None
+    if imported:
+        # A loop the bridge did not build (TF's while_v2, from a GraphDef): every input is a
+        # loop variable of its cond and body, and it kept nothing for the gradient.
+        info = _imported_while_info(op, body_f)
+        nv, nc = info.num_vars, 0
+        init, caps = op.inputs, []
+        g_vars, g_caps, g_accs = grads, [], []
+    else:
+        nv, nc = info.num_vars, info.num_captures
+        inputs = op.inputs
+        init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
+        g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
 
     forward = op
     if not info.accumulate:
@@ -168,9 +174,34 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     r = iter(result[1:])
     gv_final = [next(r) if m else None for m in var_mask]
     gc_final = [next(r) if m else None for m in cap_mask]
+    if imported:
+        return gv_final
     num_lists = n - 1 - nv - nc  # the op's own TensorList inputs (none with back_prop=False)
     ga_final = [next(r) for _ in range(nv)] if carry_accs else [None] * num_lists
     return [None] + gv_final + gc_final + ga_final
+
+
+def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> WhileInfo:
+    """A WhileInfo for a While the bridge did not build, from its cond and body
+    FunctionDefs: all its inputs are loop variables, nothing was accumulated."""
+    cond_f = lookup(op.graph, op.get_attr("cond"))
+    if body_f is None or cond_f is None:
+        missing = op.get_attr("body") if body_f is None else op.get_attr("cond")
+        raise LookupError(f"operation '{op.name}' ({op.type}) calls function '{missing}', which is "
+                          "neither traced by the bridge nor in the graph's library, so it has no gradient")
+    n = op.num_inputs
+    try:
+        shapes = list(op.get_attr("output_shapes"))
+    except Exception:  # noqa: BLE001 (an older GraphDef may lack the attr)
+        shapes = []
+    if len(shapes) != n:
+        shapes = [t.shape for t in op.inputs]
+    try:
+        parallel = int(op.get_attr("parallel_iterations"))
+    except Exception:  # noqa: BLE001
+        parallel = 10
+    return WhileInfo(cond_f, body_f, n, 0, [Shape(s) if not s.unknown_rank else Shape.unknown() for s in shapes],
+                     None, False, parallel)
 
 
 setattr(_while_grad, ACCEPTS_NONE, True)
