@@ -162,8 +162,8 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
                 new_ga.append(g_list)
                 elems.append(g_elem)
             diff_elems = [e for e, m in zip(elems, var_mask) if m]
-            d_vars = [_op("AddV2", [a, b]) for a, b in zip(d_vars, diff_elems)]
-        new_gc = [_op("AddV2", [a, b]) for a, b in zip(gc, d_caps)]
+            d_vars = [_sum2(a, b) for a, b in zip(d_vars, diff_elems)]
+        new_gc = [_sum2(a, b) for a, b in zip(gc, d_caps)]
         step = _op("Sub", [k, _const(1, dtypes.int32, name="one")])
         return [step] + d_vars + new_gc + new_ga + popped
 
@@ -179,6 +179,13 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     num_lists = n - 1 - nv - nc  # the op's own TensorList inputs (none with back_prop=False)
     ga_final = [next(r) for _ in range(nv)] if carry_accs else [None] * num_lists
     return [None] + gv_final + gc_final + ga_final
+
+
+def _sum2(a: Output, b: Output) -> Output:
+    """a + b; AddN for TensorLists (variants), which AddV2 does not take."""
+    if a.dtype == dtypes.variant:
+        return _op("AddN", [[a, b]])
+    return _op("AddV2", [a, b])
 
 
 def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> WhileInfo:

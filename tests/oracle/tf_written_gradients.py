@@ -13,7 +13,8 @@ then imports that GraphDef into a fresh ``tf.compat.v1`` graph and
 differentiates it with ``tf.gradients``, as the bridge does on its side.
 
 Request: ``{"cases": [name, ...]}`` (names from :data:`CASES`).  Response:
-``{"results": {name: {...} | "ErrorType: message"}}``, each::
+``{"results": {name: {...} | "ErrorType: message"}}`` (a string when TF could
+not write the graph), each::
 
     {"graph_def": bytes,             # what the bridge imports, as TF wrote it
      "xs": ["x:0", ...], "ys": ["Identity:0", ...],
@@ -21,7 +22,7 @@ Request: ``{"cases": [name, ...]}`` (names from :data:`CASES`).  Response:
      "init": ["init", ...],          # ops to run before (variable initializers)
      "feed": {"x:0": array, ...},
      "op_types": [...],              # every op type of the graph and its library
-     "first": [array | None, ...],   # d ys / d xs, weighted by grad_ys
+     "first": [array | None, ...] | "ErrorType: message",  # d ys / d xs, weighted by grad_ys
      "second": [array | None, ...] | None | "ErrorType: message"}
 
 The second order is the gradient of ``sum_k sum(first_k * v_k)`` (built as
@@ -29,6 +30,7 @@ The second order is the gradient of ``sum_k sum(first_k * v_k)`` (built as
 """
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +40,7 @@ import tensorflow as tf
 import _common
 
 F64 = tf.float64
-_rng = np.random.default_rng(20250)
+_rng = np.random.default_rng(0)  # reseeded per case (eval_case), so a case's values never depend on the others
 
 
 def _spec(*shape):
@@ -155,14 +157,21 @@ def _tensor_array_read():
     return _concrete(f, [_spec(3, 2), _spec(3, 2)], [_val(3, 2), _val(3, 2)])
 
 
-def _call_in_function():
-    """A tf.function calling another: a (Stateful)PartitionedCall whose body holds a loop."""
+def _call_in_function(inner_flow: str = ""):
+    """A tf.function calling another: (Stateful)PartitionedCall ops, in the main graph and in a
+    cond branch.  With ``inner_flow`` ("cond", "loop") the called function holds control flow,
+    which stock TF's gradient of the call (a SymbolicGradient op) gets wrong: "Retval[0] does
+    not have value" for a cond, the loop's contribution left out (zeros) for a while loop."""
     @tf.function
     def inner(x, y):
-        return tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * y), [tf.constant(0), x])[1]
+        if inner_flow == "loop":
+            return tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * y), [tf.constant(0), x])[1]
+        if inner_flow == "cond":
+            return tf.cond(tf.reduce_sum(y) > 0, lambda: x * y * y, lambda: tf.sin(x) * y)
+        return x * y * tf.sin(y)
 
     def f(x, y):
-        return inner(x, y) + tf.cond(tf.reduce_sum(x) > 0, lambda: inner(y, x), lambda: x)
+        return inner(x, y) + tf.cond(tf.reduce_sum(x) > 0, lambda: inner(y, x), lambda: x * inner(x, x))
     return _concrete(f, [_spec(3), _spec(3)], [_val(3), _val(3)])
 
 
@@ -250,6 +259,8 @@ CASES: dict[str, Callable[[], tuple]] = {
     "tensor_array": _tensor_array,
     "tensor_array_read": _tensor_array_read,
     "call_in_function": _call_in_function,
+    "call_with_cond": lambda: _call_in_function("cond"),
+    "call_with_loop": lambda: _call_in_function("loop"),
     "ref_variable": _ref_variable,
     "ref_control_flow": _ref_control_flow,
     "ref_v1_cond": _ref_v1_cond,
@@ -300,10 +311,16 @@ def _dense(g):
 
 
 def eval_case(name: str) -> dict | str:
+    global _rng
+    _rng = np.random.default_rng(zlib.crc32(name.encode()))
     try:
         gd, xs, ys, feed, init = CASES[name]()
         gd, grad_ys, vs = _with_seeds(gd, xs, ys, feed)
-        op_types = _op_types(gd)
+    except Exception as exc:
+        return _common.error_string(exc)
+    case = {"graph_def": gd.SerializeToString(), "xs": xs, "ys": ys, "grad_ys": grad_ys, "vs": vs,
+            "init": [op.split(":")[0] for op in init], "feed": feed, "op_types": _op_types(gd)}
+    try:
         graph = _common.import_graph(gd.SerializeToString())
         with graph.as_default():
             get = graph.get_tensor_by_name
@@ -329,16 +346,14 @@ def eval_case(name: str) -> dict | str:
                     got_second = sess.run([g for g in second if g is not None], feeds)
                 except Exception as exc:
                     second_error, second = _common.error_string(exc), None
-    except Exception as exc:
-        return _common.error_string(exc)
+    except Exception as exc:  # TF's gradient failed: the graph is still there for the bridge
+        return {**case, "first": _common.error_string(exc), "second": None}
 
     def regroup(grads, values):
         it = iter(values)
         return [None if g is None else _common.to_numpy(next(it)) for g in grads]
 
-    return {"graph_def": gd.SerializeToString(), "xs": xs, "ys": ys, "grad_ys": grad_ys, "vs": vs,
-            "init": [op.split(":")[0] for op in init], "feed": feed, "op_types": op_types,
-            "first": regroup(first, got_first),
+    return {**case, "first": regroup(first, got_first),
             "second": second_error if second_error else (None if second is None else regroup(second, got_second))}
 
 
