@@ -12,7 +12,8 @@ gradients (``gy<k>``) and for the second-order directions (``v<k>``).  It
 then imports that GraphDef into a fresh ``tf.compat.v1`` graph and
 differentiates it with ``tf.gradients``, as the bridge does on its side.
 
-Request: ``{"cases": [name, ...]}`` (names from :data:`CASES`).  Response:
+Request: ``{"saved_model": True}`` writes a TF2 SavedModel instead (see
+:func:`saved_model`).  Request: ``{"cases": [name, ...]}`` (names from :data:`CASES`).  Response:
 ``{"results": {name: {...} | "ErrorType: message"}}`` (a string when TF could
 not write the graph), each::
 
@@ -224,6 +225,25 @@ def _ref_v1_cond():
             tf.compat.v1.enable_control_flow_v2()
 
 
+def _tensor_array_v1():
+    """TF1 TensorArrays (TensorArrayV3 and its Write/Read/Scatter/Gather/Stack/Concat ops), no loop."""
+    def build():
+        x = tf.compat.v1.placeholder(F64, [3, 2], name="x")
+        y = tf.compat.v1.placeholder(F64, [2], name="y")
+        ta = tf.TensorArray(F64, size=4, element_shape=[2], clear_after_read=False).unstack(tf.sin(x))
+        ta = ta.write(3, ta.read(0) * y)
+        tb = tf.TensorArray(F64, size=2, element_shape=[2], clear_after_read=False).scatter([1, 0], tf.stack([y * y, ta.read(2)]))
+        out = ta.stack() * tf.reduce_sum(tb.gather([0, 1]), 0) + tb.concat()[:2]
+        return [x.name, y.name], [out.name], {x.name: _val(3, 2), y.name: _val(2)}
+    prev = tf.compat.v1.control_flow_v2_enabled()
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        return _v1_graph(build)
+    finally:
+        if prev:
+            tf.compat.v1.enable_control_flow_v2()
+
+
 # --- Split with one piece ------------------------------------------------------------------------
 
 def _split_one():
@@ -264,9 +284,15 @@ CASES: dict[str, Callable[[], tuple]] = {
     "ref_variable": _ref_variable,
     "ref_control_flow": _ref_control_flow,
     "ref_v1_cond": _ref_v1_cond,
+    "tensor_array_v1": _tensor_array_v1,
     "split_one": _split_one,
     "split_raw": _split_raw,
 }
+
+
+#: Differentiated with TF v1 control flow: TF's TensorArray gradients assert under v2 that
+#: no handle was captured (as in graph_gradients.py).
+V1_GRADIENTS = {"tensor_array_v1"}
 
 
 def _op_types(gd) -> list[str]:
@@ -320,6 +346,10 @@ def eval_case(name: str) -> dict | str:
         return _common.error_string(exc)
     case = {"graph_def": gd.SerializeToString(), "xs": xs, "ys": ys, "grad_ys": grad_ys, "vs": vs,
             "init": [op.split(":")[0] for op in init], "feed": feed, "op_types": _op_types(gd)}
+    if name in V1_GRADIENTS:
+        tf.compat.v1.disable_control_flow_v2()
+    else:
+        tf.compat.v1.enable_control_flow_v2()
     try:
         graph = _common.import_graph(gd.SerializeToString())
         with graph.as_default():
@@ -357,8 +387,54 @@ def eval_case(name: str) -> dict | str:
             "second": second_error if second_error else (None if second is None else regroup(second, got_second))}
 
 
+class _LoopModule(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(_val(3), name="w")
+
+    @tf.function(input_signature=[tf.TensorSpec([3], F64, name="x")])
+    def predict(self, x):
+        # (The variable read outside the loop: TF2 cannot differentiate its loaded model when
+        # the loop captures the variable's handle: "a variable without handle data".)
+        w = self.w.read_value()
+
+        def body(i, v):
+            v = tf.cond(tf.reduce_sum(v) > 0.0, lambda: v * w, lambda: tf.sin(v) + w)
+            return i + 1, v
+        return {"y": tf.while_loop(lambda i, v: i < 3, body, [tf.constant(0), x])[1] * x}
+
+
+def saved_model(out_dir: Path) -> dict:
+    """A TF2 SavedModel whose signature holds a while loop with a cond (behind a
+    StatefulPartitionedCall), and the gradients TF2 gives through the loaded model
+    (``tf.GradientTape`` over ``tf.saved_model.load``'s signature, which differentiates
+    the functions themselves, not the call op)."""
+    global _rng
+    _rng = np.random.default_rng(zlib.crc32(b"saved_model"))
+    path = out_dir / "loop_module"
+    module = _LoopModule()
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.predict})
+    x, gy, v = _val(3), _val(3), _val(3)
+    loaded = tf.saved_model.load(str(path))
+    fn = loaded.signatures["serving_default"]
+    xt = tf.constant(x)
+    with tf.GradientTape() as outer:
+        outer.watch(xt)
+        with tf.GradientTape() as inner:
+            inner.watch(xt)
+            y = fn(x=xt)["y"]
+        first = inner.gradient(y, xt, output_gradients=tf.constant(gy))
+        z = tf.reduce_sum(first * v)
+    second = outer.gradient(z, xt)
+    return {"path": str(path), "x": x, "gy": gy, "v": v,
+            "first": first.numpy(), "second": second.numpy()}
+
+
 def handle(request: Any, out_dir: Path) -> dict:
-    names = (request or {}).get("cases") or list(CASES)
+    request = request or {}
+    if request.get("saved_model"):
+        return {"saved_model": saved_model(out_dir)}
+    names = request.get("cases") or list(CASES)
     return {"results": {name: eval_case(name) for name in names}}
 
 
