@@ -17,7 +17,11 @@ Calling
 
 Differentiating
     A call op's gradient is a call of a gradient function that recomputes
-    the body: see :mod:`bridge.grad.function_grad`.
+    the body: see :mod:`bridge.grad.function_grad`.  Functions of a graph
+    imported from a GraphDef (cond branches, loop bodies, ``tf.function``
+    bodies stock TF wrote) exist only as FunctionDefs in its library:
+    :func:`lookup` rebuilds them into TracedFunctions
+    (:func:`library_function`) for the gradients.
 """
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""Gradients of ``If`` and ``While`` (from ``bridge.cond``/``bridge.while_loop``)
-and of the TensorLists a loop keeps for them.
+"""Gradients of ``If``, ``Case`` and ``While`` (from ``bridge.cond``/``bridge.while_loop``,
+or imported from a GraphDef stock TF wrote) and of the TensorLists a loop keeps for them.
 
-The module docstring of :mod:`bridge.framework.control_flow` tells how they work.
+The module docstring of :mod:`bridge.framework.control_flow` tells how they work.  An
+imported op's branches and bodies come from the graph's library (``lookup`` rebuilds
+them from their FunctionDefs); an imported ``While`` (TF's while_v2 layout: counter,
+maximum iterations, variables, captures) is treated as a loop whose every input is a
+loop variable, and kept nothing for its gradient, which reruns it keeping each step.
 """
 from __future__ import annotations
 

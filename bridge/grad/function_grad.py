@@ -1,4 +1,6 @@
-"""Gradients of calls of ``bridge.function`` functions.
+"""Gradients of calls of functions: ``bridge.function`` ones, and those of an imported
+graph's library (a call op of the function's type, or ``PartitionedCall`` /
+``StatefulPartitionedCall`` naming it in ``f``, as ``tf.function`` calls).
 
 The gradient of a call op is a call of a second function, built (and cached)
 per set of outputs that receive gradients: it takes the call's inputs and

@@ -244,6 +244,21 @@ def _tensor_array_v1():
             tf.compat.v1.enable_control_flow_v2()
 
 
+def _v1_while():
+    """tf.compat.v1.while_loop with v1 control flow (Enter/Merge/Switch/NextIteration/Exit)."""
+    def build():
+        x = tf.compat.v1.placeholder(F64, [3], name="x")
+        y = tf.compat.v1.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * x), [0, x])[1]
+        return [x.name], [y.name], {x.name: _val(3)}
+    prev = tf.compat.v1.control_flow_v2_enabled()
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        return _v1_graph(build)
+    finally:
+        if prev:
+            tf.compat.v1.enable_control_flow_v2()
+
+
 # --- Split with one piece ------------------------------------------------------------------------
 
 def _split_one():
@@ -285,6 +300,7 @@ CASES: dict[str, Callable[[], tuple]] = {
     "ref_control_flow": _ref_control_flow,
     "ref_v1_cond": _ref_v1_cond,
     "tensor_array_v1": _tensor_array_v1,
+    "v1_while": _v1_while,
     "split_one": _split_one,
     "split_raw": _split_raw,
 }
@@ -292,7 +308,7 @@ CASES: dict[str, Callable[[], tuple]] = {
 
 #: Differentiated with TF v1 control flow: TF's TensorArray gradients assert under v2 that
 #: no handle was captured (as in graph_gradients.py).
-V1_GRADIENTS = {"tensor_array_v1"}
+V1_GRADIENTS = {"tensor_array_v1", "v1_while"}
 
 
 def _op_types(gd) -> list[str]:
