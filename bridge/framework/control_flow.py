@@ -26,6 +26,10 @@ process (a CHECK failure in ``gradients.cc``).  Functional ops need neither:
   like anywhere else.  A loop built with ``back_prop=False`` keeps no
   TensorLists; its gradient reruns it once with them.  The backward loop is
   itself a ``while_loop``, so loops have second derivatives too.
+
+The same gradients serve the ``If``/``Case``/``While`` ops of a GraphDef stock TF
+wrote: their functions, found in the graph's library, are rebuilt from their
+FunctionDefs (:func:`bridge.framework.functions.library_function`).
 """
 from __future__ import annotations
 

@@ -11,7 +11,9 @@ Where things live
     ``_helpers``   the small op builders gradient functions use (``_op``, ``_const``, ``_mul``...)
     ``custom_op``  custom (Julia) ops differentiated by their ``<Op>Grad`` op
     ``function_grad``      calls of ``bridge.function`` functions
-    ``control_flow_grad``  ``If``/``While`` from ``bridge.cond``/``bridge.while_loop``, TensorLists
+    ``control_flow_grad``  ``If``/``Case``/``While`` (``bridge.cond``/``bridge.while_loop``, or
+                           imported from GraphDefs TF wrote), TensorLists
+    ``state_grad``         ops reading the reference tensors of TF1 variables
 
 Adding a gradient for a TensorFlow op
     Put it in the module named like TensorFlow's Python file that defines it
@@ -35,7 +37,7 @@ from .registry import (ACCEPTS_NONE, NotDifferentiable, RegisterGradient, get_gr
 from . import (array_grad, control_flow_grad, ctc_grad, data_flow_grad, device_grad, function_grad,
                image_grad, linalg_grad, list_grad, math_grad, nn_grad, ragged_grad, random_grad,
                resource_variable_grad, rnn_grad, sparse_grad, special_math_grad, spectral_grad,
-               tensor_array_grad)
+               state_grad, tensor_array_grad)
 from . import not_differentiable  # noqa: F401  (last: the families' registrations come first)
 
 __all__ = ["gradients", "jacobian", "hessian", "hessians", "RegisterGradient", "NotDifferentiable",

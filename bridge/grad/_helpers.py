@@ -59,5 +59,7 @@ def _mul(*xs: Output) -> Output:
 
 def is_differentiable(dtype: dtypes.DType) -> bool:
     """Whether gradients flow through tensors of ``dtype`` (floats, complex,
-    and variants, which carry TensorLists of gradients)."""
+    and variants, which carry TensorLists of gradients; reference types of TF1
+    variables as their values' types)."""
+    dtype = dtypes.base_dtype(dtype)
     return dtype.is_floating or dtype.is_complex or dtype.name == "variant"

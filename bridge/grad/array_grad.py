@@ -114,6 +114,23 @@ def _strided_slice_int64_source(op):
 add_gradient_source(_strided_slice_int64_source)
 
 
+# TF's C++ gradient of Split/SplitV concatenates the pieces' gradients with a ConcatV2, which
+# needs at least two: with one piece (num_split=1) it fails.  TF Python's concat of one tensor
+# is an Identity of it, which this gives; other splits stay with C++.
+def _split_one_grad(op, grad):
+    g = _op("Identity", [grad])
+    return [None, g] if op.type == "Split" else [g, None, None]
+
+
+def _split_one_source(op):
+    if op.type in ("Split", "SplitV") and op.num_outputs == 1:
+        return _split_one_grad
+    return None
+
+
+add_gradient_source(_split_one_source)
+
+
 @RegisterGradient("TensorStridedSliceUpdate")
 def _tensor_strided_slice_update_grad(op, grad):
     _, begin, end, strides, value = op.inputs

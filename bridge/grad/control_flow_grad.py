@@ -1,7 +1,11 @@
-"""Gradients of ``If`` and ``While`` (from ``bridge.cond``/``bridge.while_loop``)
-and of the TensorLists a loop keeps for them.
+"""Gradients of ``If``, ``Case`` and ``While`` (from ``bridge.cond``/``bridge.while_loop``,
+or imported from a GraphDef stock TF wrote) and of the TensorLists a loop keeps for them.
 
-The module docstring of :mod:`bridge.framework.control_flow` tells how they work.
+The module docstring of :mod:`bridge.framework.control_flow` tells how they work.  An
+imported op's branches and bodies come from the graph's library (``lookup`` rebuilds
+them from their FunctionDefs); an imported ``While`` (TF's while_v2 layout: counter,
+maximum iterations, variables, captures) is treated as a loop whose every input is a
+loop variable, and kept nothing for its gradient, which reruns it keeping each step.
 """
 from __future__ import annotations
 
@@ -99,13 +103,19 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
         return [None] * n
     body_f = lookup(op.graph, op.get_attr("body"))
     info: Optional[WhileInfo] = getattr(body_f, "while_info", None)
-    if info is None:
-        raise LookupError(f"operation '{op.name}' ({op.type}) was not built by bridge.while_loop "
-                          "(a graph imported from a GraphDef?), so the bridge cannot differentiate it")
-    nv, nc = info.num_vars, info.num_captures
-    inputs = op.inputs
-    init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
-    g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
+    imported = info is None
+    if imported:
+        # A loop the bridge did not build (TF's while_v2, from a GraphDef): every input is a
+        # loop variable of its cond and body, and it kept nothing for the gradient.
+        info = _imported_while_info(op, body_f)
+        nv, nc = info.num_vars, 0
+        init, caps = op.inputs, []
+        g_vars, g_caps, g_accs = grads, [], []
+    else:
+        nv, nc = info.num_vars, info.num_captures
+        inputs = op.inputs
+        init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
+        g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
 
     forward = op
     if not info.accumulate:
@@ -156,8 +166,8 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
                 new_ga.append(g_list)
                 elems.append(g_elem)
             diff_elems = [e for e, m in zip(elems, var_mask) if m]
-            d_vars = [_op("AddV2", [a, b]) for a, b in zip(d_vars, diff_elems)]
-        new_gc = [_op("AddV2", [a, b]) for a, b in zip(gc, d_caps)]
+            d_vars = [_sum2(a, b) for a, b in zip(d_vars, diff_elems)]
+        new_gc = [_sum2(a, b) for a, b in zip(gc, d_caps)]
         step = _op("Sub", [k, _const(1, dtypes.int32, name="one")])
         return [step] + d_vars + new_gc + new_ga + popped
 
@@ -168,9 +178,41 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     r = iter(result[1:])
     gv_final = [next(r) if m else None for m in var_mask]
     gc_final = [next(r) if m else None for m in cap_mask]
+    if imported:
+        return gv_final
     num_lists = n - 1 - nv - nc  # the op's own TensorList inputs (none with back_prop=False)
     ga_final = [next(r) for _ in range(nv)] if carry_accs else [None] * num_lists
     return [None] + gv_final + gc_final + ga_final
+
+
+def _sum2(a: Output, b: Output) -> Output:
+    """a + b; AddN for TensorLists (variants), which AddV2 does not take."""
+    if a.dtype == dtypes.variant:
+        return _op("AddN", [[a, b]])
+    return _op("AddV2", [a, b])
+
+
+def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> WhileInfo:
+    """A WhileInfo for a While the bridge did not build, from its cond and body
+    FunctionDefs: all its inputs are loop variables, nothing was accumulated."""
+    cond_f = lookup(op.graph, op.get_attr("cond"))
+    if body_f is None or cond_f is None:
+        missing = op.get_attr("body") if body_f is None else op.get_attr("cond")
+        raise LookupError(f"operation '{op.name}' ({op.type}) calls function '{missing}', which is "
+                          "neither traced by the bridge nor in the graph's library, so it has no gradient")
+    n = op.num_inputs
+    try:
+        shapes = list(op.get_attr("output_shapes"))
+    except Exception:  # noqa: BLE001 (an older GraphDef may lack the attr)
+        shapes = []
+    if len(shapes) != n:
+        shapes = [t.shape for t in op.inputs]
+    try:
+        parallel = int(op.get_attr("parallel_iterations"))
+    except Exception:  # noqa: BLE001
+        parallel = 10
+    return WhileInfo(cond_f, body_f, n, 0, [Shape(s) if not s.unknown_rank else Shape.unknown() for s in shapes],
+                     None, False, parallel)
 
 
 setattr(_while_grad, ACCEPTS_NONE, True)

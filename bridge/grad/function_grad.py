@@ -1,4 +1,6 @@
-"""Gradients of calls of ``bridge.function`` functions.
+"""Gradients of calls of functions: ``bridge.function`` ones, and those of an imported
+graph's library (a call op of the function's type, or ``PartitionedCall`` /
+``StatefulPartitionedCall`` naming it in ``f``, as ``tf.function`` calls).
 
 The gradient of a call op is a call of a second function, built (and cached)
 per set of outputs that receive gradients: it takes the call's inputs and
@@ -19,7 +21,7 @@ from bridge.framework.functions import FuncGraph, TracedFunction, lookup
 from bridge.framework.graph import Operation, Output
 from ._helpers import is_differentiable
 from .api import gradients
-from .registry import ACCEPTS_NONE, GradientFunction, add_gradient_source
+from .registry import ACCEPTS_NONE, GradientFunction, RegisterGradient, add_gradient_source
 
 __all__ = ["vjp", "call_gradient"]
 
@@ -66,10 +68,11 @@ def vjp(f: TracedFunction, out_mask: Sequence[bool], wrt: Optional[Sequence[bool
 
 def call_gradient(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]]:
     """Gradient of a call of a traced function: a call of its gradient function."""
-    f = lookup(op.graph, op.type)
+    name = op.get_attr("f") if op.type in _CALL_OPS else op.type
+    f = lookup(op.graph, name)
     if f is None:
-        raise LookupError(f"operation '{op.name}' calls function '{op.type}', whose body the bridge "
-                          "did not trace, so it has no gradient")
+        raise LookupError(f"operation '{op.name}' calls function '{name}', which is neither traced by "
+                          "the bridge nor in the graph's library, so it has no gradient")
     n = op.num_inputs
     out_mask = tuple(g is not None for g in grads)
     if not any(out_mask):
@@ -83,6 +86,13 @@ def call_gradient(op: Operation, *grads: Optional[Output]) -> list[Optional[Outp
 
 
 setattr(call_gradient, ACCEPTS_NONE, True)
+
+# The ops tf.function calls a function with (its ``f`` attribute).  TF differentiates them with
+# a SymbolicGradient op, which has no gradient itself; the gradient function here does
+# (TF Python's own gradient of a PartitionedCall of a function it traced is this one).
+_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+for _type in _CALL_OPS:
+    RegisterGradient(_type)(call_gradient)
 
 
 def _function_call_source(op: Operation) -> Optional[GradientFunction]:
