@@ -39,6 +39,7 @@ _LAZY = {
     "hessian": ("bridge.grad", "hessian"),
     "RegisterGradient": ("bridge.grad", "RegisterGradient"),
     "NotDifferentiable": ("bridge.grad", "NotDifferentiable"),
+    "custom_gradient": ("bridge.grad.custom_gradient", "custom_gradient"),
     "function": ("bridge.framework.functions", "function"),
     "TensorSpec": ("bridge.framework.functions", "TensorSpec"),
     "cond": ("bridge.framework.control_flow", "cond"),
