@@ -165,7 +165,20 @@ def test_the_runtime_key_covers_what_its_build_reads(tmp_path, monkeypatch):
     for doc in list(sources.rglob("*.md")) + [julia_sources / "install-julia.sh"]:
         doc.write_text(doc.read_text() + "\nA new paragraph.\n")
     assert julia_runtime.runtime_hash() == before
-    for read_by_the_build in (sources / "include" / "tfjl" / "runtime.h", julia_sources / "TFBridge.jl"):
+    for read_by_the_build in (sources / "include" / "tfjl" / "runtime.h", julia_sources / "TFBridge.jl",
+                              julia_sources / "TFBridge" / "errors.jl", julia_sources / "contract.jl"):
         read_by_the_build.write_text(read_by_the_build.read_text() + "\n# a change\n")
         assert julia_runtime.runtime_hash() != before
         before = julia_runtime.runtime_hash()
+    # The Julia files are found by following TFBridge.jl's include lines,
+    # recursively: a file joins the key when a file of the key includes it.
+    part = julia_sources / "TFBridge" / "extra" / "part.jl"
+    part.parent.mkdir()
+    part.write_text("# not included yet\n")
+    assert julia_runtime.runtime_hash() == before
+    errors_jl = julia_sources / "TFBridge" / "errors.jl"
+    errors_jl.write_text(errors_jl.read_text() + 'include("extra/part.jl")\n')
+    before = julia_runtime.runtime_hash()
+    assert part in julia_runtime.julia_sources()
+    part.write_text("# included by errors.jl\n")
+    assert julia_runtime.runtime_hash() != before

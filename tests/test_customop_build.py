@@ -142,6 +142,27 @@ def test_golden_kernels_compile(tmp_path):
 
 # ------------------------------------------------------------------ no compiler needed
 
+def test_load_parses_the_spec_once(tmp_path, monkeypatch):
+    """customop.load goes on with the spec its build parsed (the build itself
+    is stubbed here; the load stops at the missing Julia file, before Julia)."""
+    import importlib
+
+    from bridge import customop
+    from bridge.customop import spec as spec_module
+
+    build_module = importlib.import_module("bridge.customop.build")  # customop.build is the function
+
+    (tmp_path / "custom_op.txt").write_text("Twice\ndouble x(n)\ndouble y(n) -> output\n")
+    runs = []
+    real_run = spec_module._Parser.run
+    monkeypatch.setattr(spec_module._Parser, "run", lambda self: runs.append(self.path) or real_run(self))
+    monkeypatch.setattr(build_module, "_build_parsed",
+                        lambda directory, spec, progress: directory / "build" / "key" / "libTwice.so")
+    with pytest.raises(FileNotFoundError, match="twice.jl not found"):
+        customop.load(tmp_path)
+    assert runs == [str(tmp_path.resolve() / "custom_op.txt")]
+
+
 def test_bad_spec_writes_nothing(tmp_path):
     (tmp_path / "custom_op.txt").write_text("Op\ndouble x(?)\n")
     with pytest.raises(SpecError, match=r"custom_op.txt:2: op Op has no output"):

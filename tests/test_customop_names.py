@@ -2,7 +2,7 @@
 
 A spec name becomes an identifier of the generated code: an argument a C++
 variable of the kernel and a parameter of the Julia stub, a dimension a C++
-variable, an attribute a Julia stub parameter (bridge/customop/spec.py,
+variable, an attribute a Julia stub parameter (bridge/customop/reserved.py,
 ``reserved_reason``).  The parser refuses a name exactly where it would break
 that code.  Here:
 
@@ -30,7 +30,7 @@ import pytest
 import bridge
 from bridge.julia import buildtools
 from bridge import customop, errors, julia
-from bridge.customop import codegen, spec as spec_module, toolchain
+from bridge.customop import codegen, reserved, toolchain
 from bridge.customop.model import Arg, Attr, Expr, OpSpec
 from bridge.customop.spec import reserved_reason
 from build_support import op_folder, spec_error, toolchain_missing
@@ -59,9 +59,9 @@ ACCEPTED_ARGUMENTS = sorted("""
 JULIA_ONLY_KEYWORDS = sorted("""
     baremodule begin elseif end finally function global import let local macro module quote
 """.split())
-CXX_ONLY_KEYWORDS = sorted(spec_module._CXX_KEYWORDS - spec_module._JULIA_KEYWORDS)
+CXX_ONLY_KEYWORDS = sorted(reserved.CXX_KEYWORDS - reserved.JULIA_KEYWORDS)
 # Attributes: no C++ variable, but TensorFlow refuses its data types' names (double, float, bool).
-ATTRIBUTE_CXX_KEYWORDS = sorted(set(CXX_ONLY_KEYWORDS) - spec_module._TF_DTYPE_NAMES)
+ATTRIBUTE_CXX_KEYWORDS = sorted(set(CXX_ONLY_KEYWORDS) - reserved.TF_DTYPE_NAMES)
 
 MISSING = toolchain_missing()
 needs_toolchain = pytest.mark.skipif(bool(MISSING), reason=MISSING)
@@ -83,8 +83,8 @@ def _role_spec(name: str, role: str) -> OpSpec:
 
 
 def _refused(role: str) -> list[str]:
-    candidates = (FORMERLY_RESERVED | spec_module._CXX_KEYWORDS | spec_module._JULIA_KEYWORDS
-                  | spec_module._JULIA_SPECIAL_FORMS | set(spec_module._CXX_MACROS) | set(spec_module._KERNEL_NAMES))
+    candidates = (FORMERLY_RESERVED | reserved.CXX_KEYWORDS | reserved.JULIA_KEYWORDS
+                  | reserved.JULIA_SPECIAL_FORMS | set(reserved.CXX_MACROS) | set(reserved.KERNEL_NAMES))
     return sorted(n for n in candidates if reserved_reason(n, role) is not None)
 
 
@@ -95,7 +95,7 @@ def test_the_formerly_reserved_names_each_role_accepts():
     assert sorted(n for n in FORMERLY_RESERVED if reserved_reason(n, "dimension") is None) == sorted(
         set(ACCEPTED_ARGUMENTS) | set(JULIA_ONLY_KEYWORDS))
     assert sorted(n for n in FORMERLY_RESERVED if reserved_reason(n, "attribute") is None) == sorted(
-        (set(ACCEPTED_ARGUMENTS) | set(ATTRIBUTE_CXX_KEYWORDS) | set(spec_module._KERNEL_NAMES)) & FORMERLY_RESERVED)
+        (set(ACCEPTED_ARGUMENTS) | set(ATTRIBUTE_CXX_KEYWORDS) | set(reserved.KERNEL_NAMES)) & FORMERLY_RESERVED)
 
 
 @pytest.mark.parametrize("text, line, fragment", [
@@ -209,10 +209,10 @@ def test_cxx_keywords_are_no_variable_names_for_gxx_cxx17(tmp_path):
         return subprocess.run([buildtools.cxx_compiler(), "-std=c++17", "-fsyntax-only", "-w", str(path)],
                               capture_output=True, timeout=120).returncode == 0
     with ThreadPoolExecutor(max_workers=2) as pool:
-        names = sorted(spec_module._CXX_KEYWORDS) + ["char8_t", "concept", "consteval", "constinit", "co_await",
+        names = sorted(reserved.CXX_KEYWORDS) + ["char8_t", "concept", "consteval", "constinit", "co_await",
                                                      "co_return", "co_yield", "requires"]
         results = dict(zip(names, pool.map(compiles, names)))
-    assert [n for n in spec_module._CXX_KEYWORDS if results[n]] == []
+    assert [n for n in reserved.CXX_KEYWORDS if results[n]] == []
     assert [n for n in ("char8_t", "concept", "consteval", "constinit", "co_await", "co_return", "co_yield",
                         "requires") if not results[n]] == []
 
@@ -233,7 +233,7 @@ def test_the_refused_macros_are_the_kernel_headers_lowercase_macros(tmp_path):
     replacing = {name for name, expansion in macros.items() if expansion.strip() != name}
     assert "errno" in replacing and "stdin" not in replacing  # stdin expands to itself: harmless
     assert sorted(n for n in replacing if reserved_reason(n, "argument") is None) == []
-    assert sorted(n for n in spec_module._CXX_MACROS if n not in replacing) == []
+    assert sorted(n for n in reserved.CXX_MACROS if n not in replacing) == []
 
 
 @pytest.mark.skipif(shutil.which("julia") is None, reason="julia executable not on PATH")
@@ -244,7 +244,7 @@ def test_refused_julia_names_break_the_stub_and_accepted_ones_do_not(tmp_path):
     cases = [(n, role, True) for role in ("argument", "attribute") for n in _refused(role)
              if "Julia" in reserved_reason(n, role)]
     cases += [(n, "argument", False) for n in ACCEPTED_ARGUMENTS]
-    cases += [(n, "attribute", False) for n in ATTRIBUTE_CXX_KEYWORDS + sorted(spec_module._KERNEL_NAMES)]
+    cases += [(n, "attribute", False) for n in ATTRIBUTE_CXX_KEYWORDS + sorted(reserved.KERNEL_NAMES)]
     cases += [(n, "dimension", False) for n in JULIA_ONLY_KEYWORDS]  # dimensions are not Julia names
     files = []
     for k, (name, role, _) in enumerate(cases):
@@ -288,13 +288,13 @@ def test_refused_attribute_names_are_the_names_tensorflow_reads_as_data_types():
         return reads(len(data), data, ctypes.byref(ctypes.c_int()))
 
     strings = set(re.findall(rb"(?<![a-z0-9_])[a-z][a-z0-9_]{1,40}(?![a-z0-9_])", framework.read_bytes()))
-    candidates = ({s.decode() for s in strings} | spec_module._TF_DTYPE_NAMES
+    candidates = ({s.decode() for s in strings} | reserved.TF_DTYPE_NAMES
                   | {d.name for d in bridge.dtypes.all_dtypes()})
     candidates |= {n + "_ref" for n in candidates}
     types = sorted(n for n in candidates if is_type(n))
     assert "double" in types and "float_ref" in types and not is_type("alpha")
     assert sorted(n for n in types if reserved_reason(n, "attribute") is None) == []
-    assert sorted(spec_module._TF_DTYPE_NAMES - set(types)) == []
+    assert sorted(reserved.TF_DTYPE_NAMES - set(types)) == []
 
 
 # ------------------------------------------------------------------ accepted names in real ops

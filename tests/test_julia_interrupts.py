@@ -294,7 +294,7 @@ import os, random, sys, threading, time
 import numpy as np
 import bridge
 from bridge import customop, julia
-from bridge.errors import CancelledError, DeadlineExceededError
+from bridge.framework.errors import CancelledError, DeadlineExceededError
 
 ops = customop.load(sys.argv[1])  # JlGcWork
 """ + """

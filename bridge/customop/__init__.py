@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from . import environment
-from .build import SPEC_FILE, BuildError, build, cache_key
+from .build import SPEC_FILE, BuildError, build, build_spec, cache_key
 from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
 from .environment import JuliaPackageError
@@ -110,14 +110,13 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     from bridge import julia
 
     directory = Path(directory).resolve()
-    library = build(directory)
-    spec = parse_file(directory / SPEC_FILE)
+    spec, library = build_spec(directory)  # the spec is parsed once, here
     source = directory / julia_file_name(spec)
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
                                 f"{spec.forward} and {spec.backward} there")
     _check_names_are_free(spec, library)
-    entries_source = _entries_to_register(spec, library.parent / entries_file_name(spec))
+    compiled = _entries_to_register(spec, library.parent / entries_file_name(spec))
     # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
     # The op's own environment (a Project.toml in its folder) joins Julia's
     # load path, and the packages its file imports are looked up, before any
@@ -134,16 +133,16 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
-    if entries_source is not None:
-        _register_entries(spec, entries_source)
+    if compiled is not None:
+        _register_entries(*compiled)
     return module
 
 
-def _entries_to_register(spec: OpSpec, source: Path) -> Optional[Path]:
+def _entries_to_register(spec: OpSpec, source: Path) -> Optional[tuple[Path, list[str]]]:
     """The op's compiled entries file (generated beside the library), checked
-    against the spec before any Julia code runs; None where the op keeps the
-    generic path (string tensors, outputs sized by Julia, or
-    TFBRIDGE_JULIA_ENTRIES=0)."""
+    against the spec before any Julia code runs, and the ops it has entries
+    for (``entries(spec)``, in order); None where the op keeps the generic
+    path (string tensors, outputs sized by Julia, or TFBRIDGE_JULIA_ENTRIES=0)."""
     if not source.is_file() or os.environ.get("TFBRIDGE_JULIA_ENTRIES") == "0":
         return None
     ops = [entry.op for entry in entries(spec)]
@@ -153,17 +152,16 @@ def _entries_to_register(spec: OpSpec, source: Path) -> Optional[Path]:
     if defined != ops or pointers != ops:
         raise RuntimeError(f"{source} gave {len(pointers)} entry pointers for {len(ops)} ops {ops} "
                            f"(it defines entries for {defined}): rebuild the op (delete its build folder)")
-    return source
+    return source, ops
 
 
-def _register_entries(spec: OpSpec, source: Path) -> None:
+def _register_entries(source: Path, ops: list[str]) -> None:
     """Include the op's compiled entries and point its kernels at them, so
     they call the Julia functions without jl_call and dispatch
     (kernels_cpp/README.md, "Compiled entries")."""
     from bridge import julia
 
     pointers = [int(p) for p in julia.call("include", str(source))]
-    ops = [entry.op for entry in entries(spec)]
     if len(pointers) != len(ops):
         raise RuntimeError(f"{source} gave {len(pointers)} entry pointers for {len(ops)} ops {ops}: "
                            "rebuild the op (delete its build folder)")

@@ -69,8 +69,19 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
     for a bad spec, or an op name TensorFlow has built in (nothing is written
     then), and BuildError when cmake or the compiler fails.
     """
+    return build_spec(directory, progress)[1]
+
+
+def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None) -> tuple[OpSpec, Path]:
+    """:func:`build`, also returning the spec it parsed (``customop.load``
+    goes on with it rather than reading and parsing the file again)."""
     directory = Path(directory).resolve()
     spec = parse_file(directory / SPEC_FILE)
+    return spec, _build_parsed(directory, spec, progress)
+
+
+def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -> Path:
+    """:func:`build` of ``spec``, parsed from ``directory``'s spec file."""
     report = progress or _stderr_progress
     try:
         key = cache_key(spec)

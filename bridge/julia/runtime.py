@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import time
@@ -36,19 +37,44 @@ class CacheNotWritableError(RuntimeBuildError):
     """The runtime is not built and the cache folder cannot be written to build it."""
 
 
-# What the runtime's build reads from julia/ (kernels_cpp/CMakeLists.txt pastes
-# both into the library); the installer scripts beside them are not part of it.
-JULIA_SOURCES = ("TFBridge.jl", "contract.jl")
+# The Julia module the runtime loads (and builds into libtfjl_julia.so).
+BRIDGE_JL = "TFBridge.jl"
+# How TFBridge.jl and its parts include a file: a line include("<path>"), the
+# path relative to the including file.  kernels_cpp/CMakeLists.txt replaces
+# each such line by the file (the same pattern), so these files, and not the
+# installer scripts beside them, are what the runtime's build reads from julia/.
+INCLUDE_LINE = re.compile(r'^[ \t]*include\("([^"\n]+)"\)', re.MULTILINE)
+
+
+def julia_sources(bridge_jl: Path | None = None) -> list[Path]:
+    """``bridge_jl`` (julia/TFBridge.jl) and every file it includes,
+    recursively, in the order Julia reads them (each file once)."""
+    found: dict[Path, None] = {}
+
+    def visit(path: Path, including: tuple[Path, ...]) -> None:
+        if path in including:
+            raise RuntimeBuildError(f"{path} includes itself (through {', '.join(map(str, including))})")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            by = f" (included by {including[-1]})" if including else ""
+            raise RuntimeBuildError(f"cannot read {path}{by}: {exc.strerror or exc}") from exc
+        found[path] = None
+        for match in INCLUDE_LINE.finditer(text):
+            visit(Path(os.path.normpath(path.parent / match[1])), including + (path,))
+
+    visit(Path(os.path.normpath(bridge_jl or paths.julia_dir() / BRIDGE_JL)), ())
+    return list(found)
 
 
 def _source_files() -> list[Path]:
     """Everything the runtime's build reads from the package: kernels_cpp/
     but its docs (editing a README must not rebuild the runtime and every
-    op), and JULIA_SOURCES."""
+    op), and julia_sources()."""
     kernels = paths.kernels_cpp_dir()
     files = sorted(p for p in kernels.rglob("*")
                    if p.is_file() and p.suffix != ".md" and "__pycache__" not in p.parts)
-    return files + [paths.julia_dir() / name for name in JULIA_SOURCES]
+    return files + julia_sources()
 
 
 def runtime_hash(config: JuliaConfig | None = None) -> str:
@@ -58,7 +84,7 @@ def runtime_hash(config: JuliaConfig | None = None) -> str:
     julia = paths.julia_dir()
     for path in _source_files():
         base = kernels if kernels in path.parents else julia
-        key.add_file(path, f"{base.name}/{path.relative_to(base)}")
+        key.add_file(path, f"{base.name}/{os.path.relpath(path, base)}")
     return key.hexdigest()
 
 
@@ -76,7 +102,7 @@ def _build(config: JuliaConfig, work: Path) -> None:
 
     run([cmake, "-S", str(paths.kernels_cpp_dir()), "-B", str(objects), "-DCMAKE_BUILD_TYPE=Release",
          f"-DJulia_INCLUDE_DIR={config.include_dir}", f"-DJulia_LIBRARY={config.libjulia}",
-         f"-DTFJL_BRIDGE_JL={paths.julia_dir() / 'TFBridge.jl'}"], "configuring")
+         f"-DTFJL_BRIDGE_JL={paths.julia_dir() / BRIDGE_JL}"], "configuring")
     run([cmake, "--build", str(objects), "--parallel", str(os.cpu_count() or 2)], "compiling")
     for name in RUNTIME_FILES:
         shutil.copy2(objects / name, work / name)

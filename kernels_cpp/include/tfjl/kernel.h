@@ -27,9 +27,16 @@
 //
 // Build: include folders kernels_cpp/include and TF's include; link the
 // runtime (bridge.julia.runtime.link_args()) and libtensorflow_framework.
+//
+// This header holds CallJulia and JuliaKernel (the call, synchronous or
+// handed over, and its cancellation); it includes the rest of the glue, so a
+// kernel includes only it: tf_dtype.h (tfjl's dtypes <-> TF's), tf_status.h
+// (error kinds <-> TF statuses, ErrorStatus), args.h (TF tensors and
+// attributes -> tfjl::Arg, and FinishOutput) and call_frame.h (CallFrame).
 #ifndef TFJL_KERNEL_H_
 #define TFJL_KERNEL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -47,172 +54,14 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/threadpool.h"
+#include "tfjl/args.h"
+#include "tfjl/call_frame.h"
 #include "tfjl/output_pool.h"
 #include "tfjl/runtime.h"
+#include "tfjl/tf_dtype.h"
+#include "tfjl/tf_status.h"
 
 namespace tfjl {
-
-// The table of tfjl/contract.h agrees with TensorFlow's headers.
-#define TFJL_CHECK_TF_DTYPE(name, code, tf_name, tf_enum, size, jl_type)                  \
-  static_assert(static_cast<int>(tensorflow::tf_name) == tf_enum,                             \
-                "tfjl/contract.h: tfjl::DType::" #name " is " #tf_name " = " #tf_enum);
-TFJL_DTYPES(TFJL_CHECK_TF_DTYPE)
-#undef TFJL_CHECK_TF_DTYPE
-#define TFJL_CHECK_TF_CODE(name, value, tf_code, from_julia)                                \
-  static_assert(static_cast<int>(absl::StatusCode::k##name) == tf_code,                       \
-                "tfjl/contract.h: TF_Code " #name " is " #tf_code);
-TFJL_ERROR_KINDS(TFJL_CHECK_TF_CODE)
-#undef TFJL_CHECK_TF_CODE
-
-// The tfjl dtype of a TF dtype; false for types Julia ops do not support.
-inline bool DTypeFromTF(tensorflow::DataType dt, DType* out) {
-  switch (dt) {
-#define TFJL_FROM_TF(name, code, tf_name, tf_enum, size, jl_type) \
-  case tensorflow::tf_name:                                        \
-    *out = DType::name;                                            \
-    return true;
-    TFJL_DTYPES(TFJL_FROM_TF)
-#undef TFJL_FROM_TF
-    default: return false;
-  }
-}
-
-namespace kernel_detail {
-
-inline std::vector<int64_t> dims_of(const tensorflow::Tensor& t) {
-  std::vector<int64_t> dims(static_cast<size_t>(t.dims()));
-  for (int k = 0; k < t.dims(); ++k) dims[static_cast<size_t>(k)] = t.dim_size(k);
-  return dims;
-}
-
-// Numeric tensors are passed zero-copy: Julia wraps TF's buffer.
-inline Arg tensor_arg(Arg::Kind kind, const tensorflow::Tensor& t) {
-  Arg a{};
-  a.kind = kind;
-  const bool supported = DTypeFromTF(t.dtype(), &a.dtype);
-  if (!supported) a.dtype = static_cast<DType>(-1);  // call_julia reports it
-  a.dims = dims_of(t);
-  // tensor_data() aborts for types that are not plain memory: read it only for ours.
-  if (supported && a.dtype != DType::String && t.NumElements() > 0) {
-    a.data = const_cast<char*>(t.tensor_data().data());
-  }
-  return a;
-}
-
-}  // namespace kernel_detail
-
-// An input tensor: numeric zero-copy; strings copied into Arg::strings (row-major).
-inline Arg InputArg(const tensorflow::Tensor& t) {
-  Arg a = kernel_detail::tensor_arg(Arg::Input, t);
-  if (t.dtype() == tensorflow::DT_STRING) {
-    const auto flat = t.flat<tensorflow::tstring>();
-    a.strings.reserve(static_cast<size_t>(flat.size()));
-    for (int64_t i = 0; i < flat.size(); ++i) a.strings.emplace_back(flat(i).data(), flat(i).size());
-  }
-  return a;
-}
-
-// An output the kernel already allocated: numeric ones are written in place by
-// Julia; string ones are filled by the runtime and copied by FinishOutput.
-inline Arg OutputArg(tensorflow::Tensor* t) { return kernel_detail::tensor_arg(Arg::Output, *t); }
-
-namespace kernel_detail {
-
-inline int ErrorKindOf(const absl::Status& s) { return ErrorKindOfTfCode(static_cast<int>(s.code())); }
-
-// Arg::allocate of a dynamic output: allocates TF output `a.output_index`
-// with the shape of Julia's value and returns its buffer, which the runtime
-// fills on Julia's thread during the call (an asynchronous kernel may
-// allocate there: its `done` has not run yet).
-inline void* AllocateDynamicOutput(Arg& a, std::string* error, int* kind) {
-  auto* ctx = static_cast<tensorflow::OpKernelContext*>(a.allocate_ctx);
-  tensorflow::TensorShape shape;
-  tensorflow::Tensor* out = nullptr;
-  absl::Status s = tensorflow::TensorShape::BuildTensorShape(a.result_dims, &shape);
-  if (s.ok()) s = AllocateOutput(ctx, a.output_index, shape, &out);
-  if (!s.ok()) {
-    *error = std::string(s.message());
-    *kind = ErrorKindOf(s);
-    return nullptr;
-  }
-  return out->NumElements() > 0 ? const_cast<char*>(out->tensor_data().data()) : nullptr;
-}
-
-}  // namespace kernel_detail
-
-// An output whose shape only the Julia function knows, TF output `index` of
-// `ctx`.  `expected`: the shape the spec promises, -1 for unknown dimensions
-// (empty: no check).  Numeric values are written straight into the output,
-// which the runtime allocates during the call; strings are copied in by
-// FinishOutput after it.
-inline Arg DynamicOutputArg(tensorflow::OpKernelContext* ctx, int index, DType dtype,
-                            std::vector<int64_t> expected = {}) {
-  Arg a{};
-  a.kind = Arg::DynamicOutput;
-  a.dtype = dtype;
-  a.dims = std::move(expected);
-  a.output_index = index;
-  if (ctx != nullptr && dtype != DType::String) {
-    a.allocate = &kernel_detail::AllocateDynamicOutput;
-    a.allocate_ctx = ctx;
-  }
-  return a;
-}
-
-// The same without an allocator: the runtime copies a numeric value into
-// Arg::result_bytes, and FinishOutput allocates the output and copies it again.
-inline Arg DynamicOutputArg(DType dtype, std::vector<int64_t> expected = {}) {
-  return DynamicOutputArg(nullptr, -1, dtype, std::move(expected));
-}
-
-// Attribute values.  TF stores a spec's `double` attr as a float attr: pass
-// DType::Float64 to hand it to Julia as Float64.
-// An attribute Arg of `dtype`, its value still to be set.
-inline Arg AttrOfType(DType dtype) {
-  Arg a{};
-  a.kind = Arg::AttrValue;
-  a.dtype = dtype;
-  return a;
-}
-
-inline Arg AttrArg(double v, DType dtype = DType::Float64) {
-  Arg a = AttrOfType(dtype);
-  a.f = v;
-  return a;
-}
-
-inline Arg AttrArg(float v, DType dtype = DType::Float32) { return AttrArg(static_cast<double>(v), dtype); }
-
-inline Arg AttrArg(int64_t v) {
-  Arg a = AttrOfType(DType::Int64);
-  a.i = v;
-  return a;
-}
-
-inline Arg AttrArg(int v) { return AttrArg(static_cast<int64_t>(v)); }
-
-inline Arg AttrArg(bool v) {
-  Arg a = AttrOfType(DType::Bool);
-  a.b = v;
-  return a;
-}
-
-inline Arg AttrArg(std::string v) {
-  Arg a = AttrOfType(DType::String);
-  a.s = std::move(v);
-  return a;
-}
-
-inline Arg AttrArg(const char* v) { return AttrArg(std::string(v)); }  // not the bool overload
-
-// call_julia's error -> a TF status "<op>: Julia function <fn> failed: <text>",
-// its code the error kind's (contract.h: InvalidArgument, NotFound, Internal,
-// ResourceExhausted; Internal for kOk or an unknown kind).
-inline absl::Status ErrorStatus(const std::string& op, const char* function, int kind, const std::string& text) {
-  std::string message = (op.empty() ? std::string() : op + ": ") + "Julia function " + function + " failed: " + text;
-  const int code = kind != kOk ? ErrorKindTfCode(kind) : ErrorKindTfCode(kInternal);
-  return absl::Status(static_cast<absl::StatusCode>(code), message);
-}
 
 // Calls the Julia function; the error status names the kernel's op type.
 inline absl::Status CallJulia(tensorflow::OpKernelContext* ctx, const char* function, std::vector<Arg>& args) {
@@ -226,242 +75,6 @@ inline absl::Status CallJulia(tensorflow::OpKernelContext* ctx, const char* func
 inline absl::Status CallJulia(const char* function, std::vector<Arg>& args) {
   return CallJulia(nullptr, function, args);
 }
-
-namespace kernel_detail {
-
-// How errors name output `index`: by its name in the spec ('y'), else by index.
-inline std::string OutputName(int index, const Arg& a) {
-  return a.name != nullptr ? "'" + std::string(a.name) + "'" : std::to_string(index);
-}
-
-}  // namespace kernel_detail
-
-// Copies the strings the runtime collected for String Output `index` into its tensor.
-inline absl::Status FinishStringOutput(tensorflow::Tensor* t, int index, const Arg& a) {
-  auto flat = t->flat<tensorflow::tstring>();
-  if (static_cast<size_t>(flat.size()) != a.strings.size()) {
-    return absl::InternalError("string output " + kernel_detail::OutputName(index, a) + ": " +
-                               std::to_string(a.strings.size()) + " strings for " + std::to_string(flat.size()) +
-                               " elements");
-  }
-  for (int64_t i = 0; i < flat.size(); ++i) {
-    const std::string& src = a.strings[static_cast<size_t>(i)];
-    flat(i).assign(src.data(), src.size());
-  }
-  return absl::OkStatus();
-}
-
-// Allocates output `index` with the shape the Julia function produced and
-// copies its data (numeric bytes or strings); nothing left to do for a
-// numeric output with an allocator, which the runtime filled during the call.
-inline absl::Status FinishDynamicOutput(tensorflow::OpKernelContext* ctx, int index, const Arg& a) {
-  if (a.dtype != DType::String && a.allocate != nullptr) return absl::OkStatus();
-  tensorflow::TensorShape shape;
-  for (int64_t d : a.result_dims) {
-    absl::Status s = shape.AddDimWithStatus(d);
-    if (!s.ok()) return s;
-  }
-  tensorflow::Tensor* out = nullptr;
-  absl::Status s = ctx->allocate_output(index, shape, &out);
-  if (!s.ok()) return s;
-  if (a.dtype == DType::String) return FinishStringOutput(out, index, a);
-  const size_t want = static_cast<size_t>(shape.num_elements()) * DTypeSize(a.dtype);
-  if (a.result_bytes.size() != want) {
-    return absl::InternalError("dynamic output " + kernel_detail::OutputName(index, a) + ": " +
-                               std::to_string(a.result_bytes.size()) + " bytes for " + std::to_string(want));
-  }
-  if (want > 0) std::memcpy(const_cast<char*>(out->tensor_data().data()), a.result_bytes.data(), want);
-  return absl::OkStatus();
-}
-
-// After CallJulia: a DynamicOutput without an allocator is allocated and
-// filled, a string one receives its strings; a String Output (allocated
-// before the call) receives its strings; anything else is done.
-inline absl::Status FinishOutput(tensorflow::OpKernelContext* ctx, int index, const Arg& a) {
-  if (a.kind == Arg::DynamicOutput) return FinishDynamicOutput(ctx, index, a);
-  if (a.kind == Arg::Output && a.dtype == DType::String) {
-    tensorflow::Tensor* t = ctx->mutable_output(index);
-    if (t == nullptr) {
-      return absl::InternalError("string output " + kernel_detail::OutputName(index, a) + " was not allocated");
-    }
-    return FinishStringOutput(t, index, a);
-  }
-  return absl::OkStatus();
-}
-
-// What a kernel passes to Julia, in the calling convention's order
-// (CONTRACT.md): filled by Prepare without allocating, then handed over either
-// as a compiled entry's three flat arrays (contract.h) or as the Args of
-// call_julia.  It refers to the tensors and to string attributes, which must
-// outlive the call (the kernel's inputs, outputs and members do).
-class CallFrame {
- public:
-  // `name` (a literal, or a string that outlives the frame; may be null) is the
-  // argument's name in the op's spec, by which errors name it (Arg::name).
-  void Output(tensorflow::Tensor* t, const char* name = nullptr) {
-    Slot s = TensorSlot(Arg::Output, t);
-    s.name = name;
-    slots_.push_back(std::move(s));
-  }
-  // Inputs reach Julia read-only; a write names the input.
-  void Input(const tensorflow::Tensor& t, const char* name = nullptr) {
-    Slot s = TensorSlot(Arg::Input, &t);
-    s.name = name;
-    slots_.push_back(std::move(s));
-  }
-  // An output whose shape only the Julia function knows (see DynamicOutputArg);
-  // such a frame always goes through call_julia.  Outputs come first in the
-  // calling convention, in TF's order: the k-th Output or DynamicOutput of
-  // the frame is TF output k.
-  void DynamicOutput(DType dtype, std::vector<int64_t> expected = {}, const char* name = nullptr) {
-    Slot s;
-    s.kind = Arg::DynamicOutput;
-    s.dtype = dtype;
-    s.expected = std::move(expected);
-    s.name = name;
-    slots_.push_back(std::move(s));
-  }
-  // Attribute values, as AttrArg takes them (a spec's `double` attribute is a
-  // TF float attribute handed to Julia as Float64).
-  void Attr(double v, DType dtype = DType::Float64) { slots_.push_back(AttrSlot(dtype, v, 0)); }
-  void Attr(float v, DType dtype = DType::Float32) { Attr(static_cast<double>(v), dtype); }
-  void Attr(int64_t v) { slots_.push_back(AttrSlot(DType::Int64, 0, v)); }
-  void Attr(int v) { Attr(static_cast<int64_t>(v)); }
-  void Attr(bool v) { slots_.push_back(AttrSlot(DType::Bool, 0, v ? 1 : 0)); }
-  void Attr(const std::string& v) {
-    Slot s = AttrSlot(DType::String, 0, 0);
-    s.text = &v;
-    slots_.push_back(std::move(s));
-  }
-  void Attr(const char*) = delete;  // would bind to Attr(bool): pass a std::string that outlives the call
-
-  // The tensors the call reads or writes: a call that is abandoned keeps
-  // their buffers alive until Julia is done with them.
-  template <class Out>
-  void CollectTensors(Out* out) const {
-    for (const Slot& s : slots_) {
-      if (s.tensor != nullptr) out->push_back(*s.tensor);
-    }
-  }
-
-  // Whether a compiled entry can take the frame: numeric tensors and
-  // attributes only (string tensors and dynamic outputs need the runtime's
-  // conversions, which only call_julia has).
-  bool EntryCompatible() const {
-    for (const Slot& s : slots_) {
-      if (s.kind == Arg::DynamicOutput) return false;
-      if ((s.kind == Arg::Input || s.kind == Arg::Output) && (!s.supported || s.dtype == DType::String)) return false;
-    }
-    return true;
-  }
-
-  // The entry's arrays (contract.h, EntryArgs): per tensor, its buffer in
-  // `data` and its rank and TF shape in `ints`; per attribute what
-  // EntryAttrOf(dtype) says (Float64/Float32 in `floats`, Int64 and Bool in
-  // `ints`, String as bytes in `data` and length in `ints`).  The generated
-  // entries read them in the same order (CONTRACT.md).
-  EntryArgs ToEntryArgs() {
-    data_.clear();
-    ints_.clear();
-    floats_.clear();
-    for (const Slot& s : slots_) {
-      if (s.kind == Arg::AttrValue) {
-        switch (EntryAttrOf(s.dtype)) {
-          case EntryAttr::kFloat: floats_.push_back(s.f); break;
-          case EntryAttr::kInt: ints_.push_back(s.i); break;
-          case EntryAttr::kBytes:
-            data_.push_back(const_cast<char*>(s.text->data()));
-            ints_.push_back(static_cast<int64_t>(s.text->size()));
-            break;
-        }
-        continue;
-      }
-      const tensorflow::Tensor& t = *s.tensor;
-      // An empty tensor may have no buffer; Julia still wants an aligned address.
-      void* buffer = t.NumElements() > 0 ? const_cast<char*>(t.tensor_data().data()) : nullptr;
-      data_.push_back(buffer != nullptr ? buffer : empty_buffer_);
-      ints_.push_back(t.dims());
-      for (int k = 0; k < t.dims(); ++k) ints_.push_back(t.dim_size(k));
-    }
-    return EntryArgs{data_.data(), ints_.data(), floats_.data()};
-  }
-
-  // The same arguments for call_julia; dynamic outputs are allocated in `ctx`
-  // (null: copied in by FinishOutput instead).
-  std::vector<Arg> ToArgs(tensorflow::OpKernelContext* ctx = nullptr) const {
-    std::vector<Arg> args;
-    args.reserve(slots_.size());
-    int output = 0;  // TF's index of the next output
-    for (const Slot& s : slots_) {
-      switch (s.kind) {
-        case Arg::Input:
-          args.push_back(InputArg(*s.tensor));
-          args.back().name = s.name;
-          break;
-        case Arg::Output:
-          args.push_back(OutputArg(const_cast<tensorflow::Tensor*>(s.tensor)));
-          args.back().name = s.name;
-          ++output;
-          break;
-        case Arg::DynamicOutput:
-          args.push_back(DynamicOutputArg(ctx, output++, s.dtype, s.expected));
-          args.back().name = s.name;
-          break;
-        case Arg::AttrValue: {
-          // The runtime reads the field of the dtype (contract.h, TFJL_NUMERIC_DTYPES).
-          Arg a{};
-          a.kind = Arg::AttrValue;
-          a.dtype = s.dtype;
-          a.f = s.f;
-          a.i = s.i;
-          a.b = s.i != 0;
-          if (s.text != nullptr) a.s = *s.text;
-          args.push_back(std::move(a));
-          break;
-        }
-      }
-    }
-    return args;
-  }
-
- private:
-  struct Slot {
-    Arg::Kind kind = Arg::Input;
-    DType dtype = DType::Float64;
-    bool supported = true;                       // a dtype Julia ops take
-    const tensorflow::Tensor* tensor = nullptr;  // Input / Output
-    const char* name = nullptr;                  // Input, Output, DynamicOutput: the spec's name
-    double f = 0;                                // float attributes
-    int64_t i = 0;                               // int and bool attributes
-    const std::string* text = nullptr;           // string attributes
-    std::vector<int64_t> expected;               // DynamicOutput (empty: no check)
-  };
-
-  static Slot TensorSlot(Arg::Kind kind, const tensorflow::Tensor* t) {
-    Slot s;
-    s.kind = kind;
-    s.tensor = t;
-    s.supported = DTypeFromTF(t->dtype(), &s.dtype);
-    return s;
-  }
-
-  static Slot AttrSlot(DType dtype, double f, int64_t i) {
-    Slot s;
-    s.kind = Arg::AttrValue;
-    s.dtype = dtype;
-    s.f = f;
-    s.i = i;
-    return s;
-  }
-
-  // Real ops have a handful of arguments: these stay on the stack.
-  absl::InlinedVector<Slot, 8> slots_;
-  absl::InlinedVector<void*, 8> data_;
-  absl::InlinedVector<int64_t, 24> ints_;
-  absl::InlinedVector<double, 4> floats_;
-
-  alignas(64) static inline char empty_buffer_[64] = {};
-};
 
 // The base of a kernel whose work is one call of a Julia function.
 //
@@ -660,11 +273,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
         return buffer;
       }
       tensorflow::TensorShape shape;
-      tensorflow::DataType dt = tensorflow::DT_INVALID;
-#define TFJL_TO_TF(name, code, tf_name, tf_enum, size, jl_type) \
-  if (a.dtype == DType::name) dt = tensorflow::tf_name;
-      TFJL_DTYPES(TFJL_TO_TF)
-#undef TFJL_TO_TF
+      const tensorflow::DataType dt = DTypeToTF(a.dtype);
       absl::Status s = tensorflow::TensorShape::BuildTensorShape(a.result_dims, &shape);
       if (!s.ok()) {
         *error = std::string(s.message());

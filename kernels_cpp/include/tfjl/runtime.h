@@ -25,7 +25,7 @@ namespace tfjl {
 
 struct Arg;
 
-// A numeric DynamicOutput's allocator (kernel.h: ctx->allocate_output).  The
+// A numeric DynamicOutput's allocator (args.h: ctx->allocate_output).  The
 // runtime calls it on Julia's thread, during the call, once `arg.result_dims`
 // holds the shape of Julia's value (and matched `arg.dims`); it returns the
 // output's row-major buffer of that many elements, into which the runtime
@@ -46,8 +46,8 @@ struct Arg {
   std::vector<std::string> strings; // String Input (filled by glue) / String Output (filled by runtime)
   std::vector<int64_t> result_dims; // DynamicOutput: the TF shape of Julia's value, set by the runtime
   AllocateFn allocate = nullptr;    // numeric DynamicOutput: where its data goes (see AllocateFn), with
-  void* allocate_ctx = nullptr;     //   the allocator's context (kernel.h: the OpKernelContext)
-  int output_index = -1;            //   and the output's index (kernel.h: the TF output)
+  void* allocate_ctx = nullptr;     //   the allocator's context (args.h: the OpKernelContext)
+  int output_index = -1;            //   and the output's index (args.h: the TF output)
   std::vector<char> result_bytes;   // DynamicOutput without `allocate`: row-major bytes (numeric);
                                     //   string results go to `strings`
   double f = 0; int64_t i = 0; bool b = false; std::string s;  // AttrValue (by dtype)
