@@ -41,22 +41,28 @@ refuse(A::ReadOnlyArray) = throw(ReadOnlyInputError(A.name))
 refuse(A::AbstractArray) = refuse(parent(A))
 
 # LinearAlgebra's in-place functions write a StridedArray through its pointer,
-# past setindex!: refuse the ones whose destination is an input.  Calls these
-# do not catch end in a MethodError (ambiguous), which `failure` reports as
-# the read-only error too (read_only_cause).
-const _Strided{T} = Union{StridedVecOrMat{T}, LinearAlgebra.Transpose{<:Any,<:StridedVecOrMat{T}},
-                          LinearAlgebra.Adjoint{<:Any,<:StridedVecOrMat{T}}}
-# An input, or a reshaped or sliced vector or matrix of one (still strided,
-# so still written through its pointer); one method each, with the rank
-# fixed, as a Union or a free rank would lose to LinearAlgebra's own, more
-# specific, StridedVector and StridedMatrix methods.
+# past setindex!: refuse the ones whose destination is an input, or a
+# reshaped or sliced vector or matrix of one (still strided, so still written
+# through its pointer).  mul! reaches BLAS through LinearAlgebra's gemv!,
+# gemm_wrapper!, syrk_wrapper! and herk_wrapper!, each with one or two
+# methods: refusing there, rather than in mul!'s forty, keeps defining these
+# cheap (methods added to mul! itself cost seconds of method-table work at
+# every start).  Calls these do not catch end in a MethodError (ambiguous),
+# which `failure` reports as the read-only error too (read_only_cause).
+# One method each, with the rank fixed, as a Union or a free rank would lose
+# to LinearAlgebra's own, more specific, StridedVector and StridedMatrix methods.
 for D in (:(ReadOnlyArray{T}),
           :(Base.ReshapedArray{T,1,<:ReadOnlyArray{T}}), :(Base.ReshapedArray{T,2,<:ReadOnlyArray{T}}),
           :(SubArray{T,1,<:ReadOnlyArray{T}}), :(SubArray{T,2,<:ReadOnlyArray{T}}))
     @eval begin
-        LinearAlgebra.mul!(C::$D, A::_Strided{T}, B::_Strided{T}, α::Number, β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(C)
-        LinearAlgebra.mul!(C::$D, A::StridedVecOrMat{T}, B::StridedVector{T}, α::Number, β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(C)
-        LinearAlgebra.mul!(C::$D, A::StridedVecOrMat{T}, B::StridedVecOrMat{T}, α::Number, β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(C)
+        LinearAlgebra.gemv!(y::$D, tA::AbstractChar, A::StridedVecOrMat{T}, x::StridedVector{T},
+                            α::Number, β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(y)
+        LinearAlgebra.gemm_wrapper!(C::$D, tA::AbstractChar, tB::AbstractChar, A::StridedVecOrMat{T},
+                                    B::StridedVecOrMat{T}, _add) where {T<:LinearAlgebra.BlasFloat} = refuse(C)
+        LinearAlgebra.syrk_wrapper!(C::$D, tA::AbstractChar, A::StridedVecOrMat{T}, α::Number,
+                                    β::Number) where {T<:LinearAlgebra.BlasFloat} = refuse(C)
+        LinearAlgebra.herk_wrapper!(C::$D, tA::AbstractChar, A::StridedVecOrMat, α::Number,
+                                    β::Number) where {T} = refuse(C)
         LinearAlgebra.ldiv!(A::LinearAlgebra.Factorization, B::$D) where {T} = refuse(B)
         LinearAlgebra.ldiv!(A::LinearAlgebra.AbstractTriangular, B::$D) where {T} = refuse(B)
         LinearAlgebra.lmul!(A::LinearAlgebra.AbstractTriangular, B::$D) where {T} = refuse(B)
