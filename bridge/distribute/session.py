@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -75,11 +76,55 @@ def _probe(address: str, timeout: float = 0.5) -> str:
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return "accepts connections (its server is there, but stalled, stopped or busy)"
+            return "accepts connections"
     except ConnectionRefusedError:
-        return "refuses connections (no server is running there)"
+        return "refuses connections: no server is running there"
     except OSError as exc:
         return f"cannot be reached ({exc.strerror or exc})"
+
+
+def _probe_task(job: str, index: int, address: str, budget: float) -> str:
+    """Whether the task's server answers a trivial run within ``budget`` seconds."""
+    said = _probe(address, budget)
+    if said != "accepts connections":
+        return said
+    from bridge.framework.builders import constant
+
+    device = f"/job:{job}/task:{index}"
+    g = Graph()
+    with g.as_default(), g.device(device):
+        c = constant(0.0, name="probe")
+    proto = pb.field_varint(11, max(1, round(budget * 1000))) + pb.field_bytes(4, device)
+    try:
+        sess = _Session(g, config=proto, target=f"grpc://{address}")
+        try:
+            sess.run(c, timeout=budget)
+        finally:
+            sess.close()
+    except DeadlineExceededError:
+        return f"accepts connections but does not answer within {budget:g} s: stopped, stalled or overloaded"
+    except OpError as exc:
+        return f"answers, with an error: {exc.message.splitlines()[0]}"
+    return "answers"
+
+
+def _probe_tasks(tasks: list, cluster: ClusterSpec, budget: float = 0.5) -> dict:
+    """_probe_task for each (job, index), in parallel threads, all within about ``budget`` seconds."""
+    results: dict = {}
+
+    def probe(job: str, index: int) -> None:
+        try:
+            results[(job, index)] = _probe_task(job, index, cluster.task_address(job, index), budget)
+        except Exception as exc:  # noqa: BLE001 - a diagnosis must never fail the error it explains
+            results[(job, index)] = f"could not be probed ({exc})"
+
+    threads = [threading.Thread(target=probe, args=t, daemon=True) for t in tasks]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + budget + 0.5
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+    return {t: results.get(t, f"does not answer within {budget:g} s") for t in tasks}
 
 
 class Session(_Session):
@@ -166,9 +211,9 @@ class Session(_Session):
         lines = [f"Session.run on {self._where()} exceeded its deadline"
                  + (f" of {timeout:g} s" if timeout else "") + f": {exc.message.splitlines()[0] if exc.message else ''}",
                  "The tasks this session uses:"]
-        for job, index in self._tasks_in_use():
-            address = self.cluster.task_address(job, index)
-            lines.append(f"  /job:{job}/task:{index} at {address}: {_probe(address)}")
+        tasks = self._tasks_in_use()
+        for (job, index), said in _probe_tasks(tasks, self.cluster).items():
+            lines.append(f"  /job:{job}/task:{index} at {self.cluster.task_address(job, index)}: {said}")
         lines.append("A run that needs a task that died or stalls fails at its deadline; runs that need only "
                      "the other tasks go on (README, \"Distributed\").")
         return "\n".join(lines)
