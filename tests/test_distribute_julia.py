@@ -87,6 +87,6 @@ def test_julia_op_runs_on_a_remote_worker_and_its_gradient_flows_back(tmp_path, 
         # Worker 2 started without the library: the error names the op type, the task and --ops.
         out = _client(tmp_path, pid_op, cluster, "/job:worker/task:2")
         error = out.get("error", "")
-        assert "op type 'PidTwice' is not registered on task /job:worker/task:2" in error, out
+        assert error.startswith("NotFoundError: op type 'PidTwice' is not registered on task /job:worker/task:2"), out
         assert f"--ops {pid_op}" in error, error
         assert out["client_julia_started"] is False

@@ -241,3 +241,21 @@ def test_server_refuses_an_op_folder_that_fails(tmp_path):
     assert f"op folder {folder} could not be loaded, so /job:worker/task:0 does not start" in done.stderr
     assert "custom_op.txt:2" in done.stderr, done.stderr
     assert "ready" not in done.stdout
+
+
+def test_collective_reduce_across_two_workers(cluster):
+    """CollectiveReduceV2 needs a collective group leader in the servers'
+    default session config (the Server sets it); without one it waits forever."""
+    g = bridge.Graph()
+    outs = []
+    with g.as_default():
+        for task in (0, 1):
+            with bridge.device(f"/job:worker/task:{task}/device:CPU:0"):
+                x = bridge.constant(np.arange(3.0) * (task + 1))
+                outs.append(bridge.ops.collective_reduce_v2(
+                    x, bridge.constant(2), bridge.constant(7), bridge.constant(1), [], merge_op="Add",
+                    final_op="Id"))
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+        a, b = sess.run(outs)
+    np.testing.assert_array_equal(a, np.arange(3.0) * 3)
+    np.testing.assert_array_equal(b, a)
