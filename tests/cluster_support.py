@@ -54,11 +54,11 @@ def server_command(cluster_file: Path, job: str, task: int, ops: Sequence[Path] 
 class ServerProcess:
     """One `tfbridge server` child: its stdout lines arrive in a queue; stderr goes to a file."""
 
-    def __init__(self, args: list, log: Path):
+    def __init__(self, args: list, log: Path, env: Optional[dict] = None):
         self.log = log
         self._err = open(log, "w")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._err, text=True, env=child_env(),
-                                     cwd=str(REPO))
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._err, text=True,
+                                     env=env or child_env(), cwd=str(REPO))
         self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.ready_line: Optional[str] = None

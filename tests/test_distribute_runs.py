@@ -181,22 +181,62 @@ def _run_server(args, timeout=60) -> subprocess.CompletedProcess:
                           timeout=timeout, env=child_env(), cwd=str(REPO))
 
 
+def _listening_addresses(port: int) -> set:
+    """The local addresses listening on ``port`` (/proc/net/tcp and tcp6, state 0A)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, _, hex_port = local.rpartition(":")
+                if state == "0A" and int(hex_port, 16) == port:
+                    found.add(address)
+    return found
+
+
 def test_server_exits_cleanly_on_sigterm_and_sigint(tmp_path):
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig, host in ((signal.SIGTERM, None), (signal.SIGINT, "127.0.0.1")):
+        port = free_port()
         path = tmp_path / "one.json"
-        path.write_text(json.dumps({"worker": [f"localhost:{free_port()}"]}))
-        server = ServerProcess(server_command(path, "worker", 0), tmp_path / "one.log")
+        path.write_text(json.dumps({"worker": [f"localhost:{port}"]}))
+        extra = ["--host", host] if host else []
+        server = ServerProcess(server_command(path, "worker", 0, extra=extra), tmp_path / "one.log")
         try:
             line = server.wait_ready(60)
             assert line is not None, server.stderr()
-            assert f"pid {server.pid}" in line and "target grpc://localhost:" in line
-            assert "/job:worker/task:0" in line
+            assert f"pid {server.pid}" in line and "/job:worker/task:0" in line
+            assert f"target grpc://{host or 'localhost'}:{port} address {host or 'localhost'}:{port}" in line
+            # What README's security warning says: TensorFlow binds every interface, --host or not.
+            assert _listening_addresses(port) & {"00000000", "0" * 32}, _listening_addresses(port)
             server.proc.send_signal(sig)
             assert server.proc.wait(timeout=20) == 0, server.stderr()
             rest = "".join(iter(lambda: server.lines.get(timeout=5) or "", ""))
             assert f"stopped /job:worker/task:0 ({sig.name})" in rest
         finally:
             server.stop()
+
+
+@pytest.mark.parametrize("source", ["TF_CONFIG", "SLURM"])
+def test_server_takes_its_cluster_and_task_from_the_environment(tmp_path, source):
+    port = free_port()
+    env = child_env()
+    if source == "TF_CONFIG":
+        env["TF_CONFIG"] = json.dumps({"cluster": {"ps": ["localhost:1"], "worker": [f"localhost:{port}"]},
+                                       "task": {"type": "worker", "index": 0}})
+        args = ["--cluster", "TF_CONFIG"]
+    else:
+        env.update(SLURM_PROCID="1", SLURM_STEP_NODELIST="localhost", SLURM_STEP_TASKS_PER_NODE="2",
+                   SLURM_NTASKS="2")
+        args = ["--cluster", "SLURM", "--slurm-jobs", "ps=1,worker=1", "--port-base", str(port - 1)]
+    server = ServerProcess([sys.executable, "-m", "bridge.cli", "server", *args], tmp_path / "env.log", env=env)
+    try:
+        line = server.wait_ready(60)
+        assert line is not None, server.stderr()
+        assert f"ready /job:worker/task:0 target grpc://localhost:{port}" in line, line
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=20) == 0
+    finally:
+        server.stop()
 
 
 def test_server_refuses_a_port_in_use(tmp_path):
