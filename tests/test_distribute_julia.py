@@ -6,6 +6,7 @@ worker without the op library is an error naming the op type, the task and
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -90,3 +91,8 @@ def test_julia_op_runs_on_a_remote_worker_and_its_gradient_flows_back(tmp_path, 
         assert error.startswith("NotFoundError: op type 'PidTwice' is not registered on task /job:worker/task:2"), out
         assert f"--ops {pid_op}" in error, error
         assert out["client_julia_started"] is False
+
+        # A server that runs Julia stops cleanly on SIGTERM too.
+        server = cluster.server("worker", 1)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=60) == 0, server.stderr()
