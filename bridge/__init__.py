@@ -50,6 +50,7 @@ _LAZY = {
     "global_variables": ("bridge.framework.builders", "global_variables"),
     "trainable_variables": ("bridge.framework.builders", "trainable_variables"),
     "train": ("bridge.train", None),
+    "distribute": ("bridge.distribute", None),
     "nn": ("bridge.nn", None),
     "layers": ("bridge.nn.layers", None),
     "losses": ("bridge.nn.losses", None),

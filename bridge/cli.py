@@ -7,6 +7,8 @@
     tfbridge customop stub DIR          print Julia skeletons for the spec's functions
     tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
+    tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
+                                        serve one task of a TensorFlow cluster until SIGTERM/SIGINT
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
@@ -81,6 +83,107 @@ def _gradtest(args: argparse.Namespace) -> int:
 CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
+def _server_cluster(args: argparse.Namespace):
+    """(ClusterSpec, job, task) from --cluster (a JSON file, TF_CONFIG or SLURM) and --job/--task."""
+    from bridge.distribute import cluster as clusters
+
+    source = args.cluster
+    job, task = args.job, args.task
+    if source == "TF_CONFIG":
+        spec = clusters.ClusterSpec.from_tf_config()
+        if job is None or task is None:
+            tf_job, tf_task = clusters.tf_config_task()
+            job, task = job if job is not None else tf_job, task if task is not None else tf_task
+    elif source == "SLURM":
+        jobs = None
+        if args.slurm_jobs:
+            jobs = {}
+            for part in args.slurm_jobs.split(","):
+                name, _, count = part.partition("=")
+                if not count.lstrip("-").isdigit():
+                    raise clusters.ClusterSpecError(f"--slurm-jobs '{args.slurm_jobs}': '{part}' is not NAME=COUNT")
+                jobs[name] = int(count)
+        spec = clusters.ClusterSpec.from_slurm(jobs, port_base=args.port_base)
+        if job is None or task is None:
+            s_job, s_task = clusters.slurm_task(jobs)
+            job, task = job if job is not None else s_job, task if task is not None else s_task
+    else:
+        spec = clusters.ClusterSpec.from_json(source)
+    if job is None or task is None:
+        raise clusters.ClusterSpecError(f"{source}: say which task to serve with --job NAME --task I")
+    where = "TF_CONFIG" if source == "TF_CONFIG" else "SLURM's environment" if source == "SLURM" \
+        else f"cluster file {source}"
+    if job not in spec.jobs:
+        raise clusters.ClusterSpecError(f"{where} has no job '{job}' (jobs: {', '.join(spec.jobs) or 'none'})")
+    if task not in spec.task_indices(job):
+        raise clusters.ClusterSpecError(f"{where}: job '{job}' has no task {task} (tasks: "
+                                        f"{', '.join(map(str, spec.task_indices(job)))})")
+    return spec, job, task
+
+
+def _server(args: argparse.Namespace) -> int:
+    """Serve one task until SIGTERM or SIGINT; exit 0 then, 1 if it cannot start (saying why)."""
+    import os
+    import signal
+    import time
+
+    from bridge.distribute import ClusterSpec, ClusterSpecError, Server, ServerError
+    from bridge.distribute.server import _port_in_use
+
+    try:
+        spec, job, task = _server_cluster(args)
+    except ClusterSpecError as exc:
+        print(f"tfbridge server: {exc}", file=sys.stderr)
+        return 1
+    if args.host:
+        port = spec.task_address(job, task).rpartition(":")[2]
+        jobs = spec.as_dict()
+        tasks = dict(enumerate(jobs[job])) if isinstance(jobs[job], list) else dict(jobs[job])
+        tasks[task] = f"{args.host}:{port}"
+        jobs[job] = tasks
+        spec = ClusterSpec(jobs)
+    address = spec.task_address(job, task)
+    busy = _port_in_use(address)  # before the op folders, whose builds take a while
+    if busy:
+        print(f"tfbridge server: cannot start /job:{job}/task:{task} ({address}): {busy}", file=sys.stderr)
+        return 1
+    stopping: list[int] = []
+
+    def on_signal(signum, _frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.ops:
+        from bridge import customop
+
+        for folder in args.ops:
+            try:
+                customop.load(folder)
+            except Exception as exc:  # noqa: BLE001 - any failure refuses the task, saying why
+                print(f"tfbridge server: op folder {folder} could not be loaded, so /job:{job}/task:{task} does "
+                      f"not start: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return 1
+            if stopping:
+                return 0
+        # Julia's start put its own SIGINT handler in front: ours again.
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        server = Server(spec, job, task, start=True)
+    except ServerError as exc:
+        print(f"tfbridge server: {exc}", file=sys.stderr)
+        return 1
+    ops = f" with ops from {', '.join(args.ops)}" if args.ops else ""
+    print(f"tfbridge server: ready /job:{job}/task:{task} target {server.target} address {address} "
+          f"pid {os.getpid()}{ops}", flush=True)
+    while not stopping:
+        time.sleep(0.2)
+    server.stop()  # a gRPC server serves until the process ends: this exit ends it
+    print(f"tfbridge server: stopped /job:{job}/task:{task} ({signal.Signals(stopping[0]).name})", flush=True)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfbridge", description="tf-julia-bridge tools")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -121,6 +224,29 @@ def _parser() -> argparse.ArgumentParser:
                    help="one input's or attribute's value, a Python literal such as 20 or [1, 2] "
                         "(repeatable; wins over --inputs)")
     p.set_defaults(run=_gradtest)
+
+    p = commands.add_parser(
+        "server", help="serve one task of a TensorFlow cluster (distributed runtime)",
+        description="Start the TensorFlow server of one task of a cluster, print one 'ready' line with its "
+                    "target and PID, and serve until SIGTERM or SIGINT (exit 0). A task that cannot start "
+                    "says why and exits 1. WARNING: TensorFlow's gRPC server has no authentication and binds "
+                    "every interface: whoever reaches its port can run any op, reading files included.")
+    p.add_argument("--cluster", metavar="FILE", required=True,
+                   help="the cluster: a JSON file (job -> addresses, or TF_CONFIG's form), or the words "
+                        "TF_CONFIG or SLURM to read it from the environment")
+    p.add_argument("--job", metavar="NAME", help="the job of the task to serve (default: from TF_CONFIG/SLURM)")
+    p.add_argument("--task", metavar="I", type=int, help="the task index (default: from TF_CONFIG/SLURM)")
+    p.add_argument("--ops", metavar="DIR", action="append", default=[],
+                   help="an op folder to load first (built if needed, its Julia code included, its gradient "
+                        "registered); repeatable")
+    p.add_argument("--host", metavar="ADDR",
+                   help="the address this task advertises instead of the cluster's host (TensorFlow binds "
+                        "every interface whatever it is)")
+    p.add_argument("--slurm-jobs", metavar="JOBS",
+                   help="with --cluster SLURM: NAME=COUNT,... (one COUNT may be -1: the rest); default all workers")
+    p.add_argument("--port-base", metavar="PORT", type=int, default=8888,
+                   help="with --cluster SLURM: the first port of each node (default 8888)")
+    p.set_defaults(run=_server)
     return parser
 
 

@@ -33,7 +33,7 @@ from .model import Arg, Attr, Expr, OpSpec
 from .environment import JuliaPackageError
 from .spec import SpecError, op_types, parse, parse_file
 
-__all__ = ["init", "build", "load", "parse", "parse_file", "cache_key", "julia_stub", "SpecError",
+__all__ = ["init", "build", "load", "declare", "parse", "parse_file", "cache_key", "julia_stub", "SpecError",
            "BuildError", "JuliaPackageError", "OpSpec", "Arg", "Attr", "Expr", "SPEC_FILE"]
 
 # The scaffold's Julia bodies, for its spec `double x(n)` -> `double y(n)`: y = 2x.
@@ -135,6 +135,24 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
         _register_gradient(spec.name)
     if compiled is not None:
         _register_entries(*compiled)
+    return module
+
+
+def declare(directory: Union[str, Path]) -> types.ModuleType:
+    """Make the op known to this process without starting Julia: build it if
+    needed, load lib<Op>.so (its registration runs no Julia; its kernels
+    would start Julia only when one runs here) and register its gradient.
+    Graphs using the op can then be built, differentiated and run on
+    servers that loaded it (``tfbridge server --ops DIR``): a client of a
+    cluster.  Returns the module of op functions, as :func:`load`."""
+    import bridge
+
+    directory = Path(directory).resolve()
+    spec, library = build_spec(directory)
+    _check_names_are_free(spec, library)
+    module = bridge.load_op_library(library)
+    if f"{spec.name}Grad" in module.OP_TYPES.values():
+        _register_gradient(spec.name)
     return module
 
 

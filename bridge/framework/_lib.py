@@ -25,7 +25,7 @@ import cffi
 from bridge.platform import cache
 
 _DECL_DIR = Path(__file__).resolve().parent / "decl"
-_DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h")
+_DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h", "tf_server.h")
 
 
 def _make_ffi():

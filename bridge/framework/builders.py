@@ -2,6 +2,7 @@
 users want: constants, placeholders, resource variables, sparse tensors."""
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -93,10 +94,13 @@ class Variable:
                 attrs={"dtype": self.dtype, "shape": self._shape, "shared_name": self.name, "container": ""},
                 attr_types={"dtype": "type", "shape": "shape", "shared_name": "string", "container": "string"},
             ).output(0)
-            self.initializer = g.create_op("AssignVariableOp", [self.handle, init], name="Assign",
-                                           attrs={"dtype": self.dtype}, attr_types={"dtype": "type"})
-            with g.name_scope("Read"):
-                self._read = self._read_op()
+            # As TF's ResourceVariable: the initializer and the read sit on the
+            # handle's device (a device function may have put it on a ps task).
+            with g.device(self.handle.op.device) if self.handle.op.device else contextlib.nullcontext():
+                self.initializer = g.create_op("AssignVariableOp", [self.handle, init], name="Assign",
+                                               attrs={"dtype": self.dtype}, attr_types={"dtype": "type"})
+                with g.name_scope("Read"):
+                    self._read = self._read_op()
         g.collections.setdefault("variables", []).append(self)
         if trainable:
             g.collections.setdefault("trainable_variables", []).append(self)

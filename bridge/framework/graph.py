@@ -10,7 +10,7 @@ import contextlib
 import functools
 import re
 import threading
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import _proto as pb
 from . import buffers, dtypes
@@ -182,6 +182,35 @@ class Operation:
 
     def __repr__(self) -> str:
         return f"<bridge.Operation '{self.name}' type={self.type}>"
+
+
+class PendingOperation:
+    """An op as a device function sees it while it is being created (TF's
+    device functions get the Operation; the C API needs the device before the
+    op exists): ``type``, ``name``, ``device`` (what inner device blocks gave
+    so far), ``inputs`` (Outputs), ``get_attr(name)`` (the value given to the
+    builder) and ``graph``."""
+
+    __slots__ = ("graph", "type", "name", "device", "_inputs", "_attrs")
+
+    def __init__(self, graph: "Graph", op_type: str, name: str, inputs: Sequence[Any], attrs: Optional[dict]):
+        self.graph, self.type, self.name, self.device = graph, op_type, name, ""
+        self._inputs, self._attrs = inputs, attrs or {}
+
+    @property
+    def inputs(self) -> list:
+        out = []
+        for i in self._inputs:
+            out.extend(i if isinstance(i, (list, tuple)) else [i])
+        return out
+
+    def get_attr(self, name: str) -> Any:
+        if name not in self._attrs or self._attrs[name] is None:
+            raise ValueError(f"operation '{self.name}' ({self.type}) was given no attribute '{name}'")
+        return self._attrs[name]
+
+    def __repr__(self) -> str:
+        return f"<bridge.PendingOperation '{self.name}' type={self.type}>"
 
 
 class NodeInfo:
@@ -420,10 +449,20 @@ class Graph:
             self._scope = old
 
     @contextlib.contextmanager
-    def device(self, device: Optional[str]):
+    def device(self, device: Union[str, Callable[[Any], Optional[str]], None]):
         """Place ops created inside on ``device`` (e.g. "/cpu:0"); None clears it.
-        Nested blocks merge field by field, the inner one winning (as TensorFlow)."""
-        if device is not None:
+        Nested blocks merge field by field, the inner one winning (as TensorFlow).
+
+        ``device`` may also be a *device function*, as in TensorFlow: called
+        with each op created inside (innermost block first), it returns the
+        op's device string, which replaces what inner blocks gave; the op it
+        sees has ``type``, ``name``, ``device`` (so far), ``inputs``,
+        ``get_attr`` and ``graph`` (:class:`PendingOperation`: the C API
+        places an op before it exists).  Ops TensorFlow's C++ gradient
+        builder adds are given the same way, then as Operations."""
+        if device is not None and not callable(device):
+            if hasattr(device, "to_string"):  # a DeviceSpec-like object
+                device = device.to_string()
             _device_fields(device)  # a bad spec fails here, not at the first op
         self._devices.append(device)
         try:
@@ -476,13 +515,86 @@ class Graph:
         finally:
             self.gradient_overrides = saved
 
-    def _current_device(self) -> str:
+    def _current_device(self, op: Any = None) -> str:
+        """The device of an op created now; ``op`` (an Operation, or a
+        PendingOperation) is what device functions on the stack are given."""
         merged = (None,) * 5
         for d in reversed(self._devices):
             if d is None:
                 break
+            if callable(d):
+                if op is None:
+                    continue
+                so_far = _device_string(merged)
+                if isinstance(op, PendingOperation):
+                    op.device = so_far
+                elif op.device != so_far:
+                    self._set_requested_device(op, so_far)
+                chosen = d(op)
+                if hasattr(chosen, "to_string"):
+                    chosen = chosen.to_string()
+                merged = _device_fields(chosen or "")
+                continue
             merged = tuple(m if m is not None else f for m, f in zip(merged, _device_fields(d)))
         return _device_string(merged)
+
+    def _set_requested_device(self, op: "Operation", device: str) -> None:
+        lib.TF_SetRequestedDevice(self._ptr, op._ptr, device.encode())
+
+    # --- ops created outside create_op (TF's C++ gradient builder) -------------
+    def _placement_active(self) -> bool:
+        """Whether ops created now get a device or a colocation (a device
+        scope, a device function or a colocate_with block is open)."""
+        return bool(self._colocate) or any(d is not None for d in self._devices)
+
+    def _end_position(self) -> int:
+        """TF_GraphNextOperation's position past the last op (ops created
+        later are found from it: node ids only grow)."""
+        pos = ffi.new("size_t*", getattr(self, "_scan_end", 0))
+        while lib.TF_GraphNextOperation(self._ptr, pos) != ffi.NULL:
+            pass
+        # At the end pos is the id the next op gets, and TF_GraphNextOperation
+        # steps past pos before it looks: one back.
+        self._scan_end = pos[0] - 1
+        return self._scan_end
+
+    def _place_ops_since(self, position: int) -> list["Operation"]:
+        """Give the ops created since ``position`` outside create_op the device
+        and colocation create_op would have given them; returns them."""
+        pos = ffi.new("size_t*", position)
+        created = []
+        while True:
+            ptr = lib.TF_GraphNextOperation(self._ptr, pos)
+            if ptr == ffi.NULL:
+                break
+            created.append(self._wrap(ptr))
+        self._scan_end = pos[0] - 1
+        groups = self._colocation_groups() if self._colocate else None
+        for op in created:
+            if op.device:
+                continue
+            device = self._current_device(op)
+            if groups:
+                value = pb.field_bytes(1, b"".join(pb.field_bytes(2, g) for g in groups))  # AttrValue.list.s
+                buf = lib.TF_NewBufferFromString(value, len(value))
+                s = status()
+                try:
+                    lib.TF_SetAttr(self._ptr, op._ptr, b"_class", buf, s.ptr)
+                finally:
+                    lib.TF_DeleteBuffer(buf)
+                check(s, f"colocating '{op.name}'")
+                device = next((c.device for c in reversed(self._colocate) if c.device), device)
+            if device and device != op.device:
+                self._set_requested_device(op, device)
+        return created
+
+    def _has_device_functions(self) -> bool:
+        for d in reversed(self._devices):
+            if d is None:
+                return False
+            if callable(d):
+                return True
+        return False
 
     def _colocation_groups(self) -> list[str]:
         """TensorFlow's ``_class`` value: the groups of every op colocated with."""
@@ -541,7 +653,8 @@ class Graph:
                 input_ops.add(o.op)
         for ctrl in self._control_inputs_for(input_ops):
             lib.TF_AddControlInput(desc, ctrl._ptr)
-        device = self._current_device()
+        device = self._current_device(
+            PendingOperation(self, op_type, name, inputs, attrs) if self._has_device_functions() else None)
         if self._colocate:
             set_attr(desc, "_class", "list(string)", self._colocation_groups())
             # The innermost colocated op with a device overrides device scopes.

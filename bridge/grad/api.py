@@ -39,7 +39,8 @@ def _as_x(value: Any, what: str) -> tuple[Output, Output]:
 def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Output]],
               grad_ys: Optional[Union[Any, Sequence[Any]]] = None, name: str = "gradients",
               stop_gradients: Optional[Sequence[Output]] = None,
-              unconnected_gradients: str = "none") -> list[Optional[Output]]:
+              unconnected_gradients: str = "none",
+              colocate_gradients_with_ops: bool = False) -> list[Optional[Output]]:
     """Symbolic derivatives of ``sum(ys)`` with respect to each of ``xs``.
 
     Returns a list aligned with ``xs``: for each x, the sum over ys of
@@ -55,6 +56,10 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
     of it (``value()``, ``read_value()``, ``ResourceGather``,
     ``ResourceGatherNd``), as a dense tensor of the variable's shape: where
     TensorFlow returns ``IndexedSlices``, their densified sum.
+
+    Gradient ops get the device scopes open at the call (device functions
+    included), or with ``colocate_gradients_with_ops=True`` the device and
+    colocation of the op each one differentiates, as in TensorFlow.
     """
     if unconnected_gradients not in ("none", "zero"):
         raise ValueError(f"unconnected_gradients must be 'none' or 'zero', not {unconnected_gradients!r}")
@@ -80,7 +85,13 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
         seeds = []
         for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:
-                seeds.append(_ones(y) if (y.dtype.is_floating or y.dtype.is_complex) else None)
+                if not (y.dtype.is_floating or y.dtype.is_complex):
+                    seeds.append(None)
+                elif colocate_gradients_with_ops:
+                    with graph.colocate_with(y.op):
+                        seeds.append(_ones(y))
+                else:
+                    seeds.append(_ones(y))
             elif isinstance(gy, (Output, Variable)):
                 gy = _as_output(gy, "grad_ys")
                 if gy.dtype != y.dtype:
@@ -88,7 +99,7 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
                 seeds.append(gy)
             else:
                 seeds.append(_const(gy, y.dtype, name=f"grad_ys_{i}"))
-        result = Backprop(graph, ys, xs, seeds, stops).run()
+        result = Backprop(graph, ys, xs, seeds, stops, colocate_gradients_with_ops).run()
         if unconnected_gradients == "zero":
             result = [_zeros_like(v) if g is None and v.dtype.name != "resource" else g
                       for v, g in zip(values, result)]

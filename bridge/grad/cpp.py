@@ -26,6 +26,9 @@ def add_cpp_gradients(graph: Graph, ys: Sequence[Output], xs: Sequence[Output],
     The prefix is made unique under the current name scope."""
     s = status()
     out = ffi.new("TF_Output[]", max(len(xs), 1))
+    # TF's builder places nothing: its ops get the open device scopes (device
+    # functions included) and colocation afterwards, as ops made in Python do.
+    start = graph._end_position() if graph._placement_active() else None
     for _ in range(100):
         prefix = graph.unique_name(prefix_hint)
         lib.TF_AddGradientsWithPrefix(graph._ptr, prefix.encode(), _c_outputs(ys), len(ys), _c_outputs(xs),
@@ -36,6 +39,8 @@ def add_cpp_gradients(graph: Graph, ys: Sequence[Output], xs: Sequence[Output],
             continue
         break
     check(s, "adding gradients")
+    if start is not None:
+        graph._place_ops_since(start)
     return [None if out[i].oper == ffi.NULL else Output(graph._wrap(out[i].oper), out[i].index)
             for i in range(len(xs))]
 

@@ -86,8 +86,11 @@ class Backprop:
     accumulated gradients (the module docstring tells how they are used)."""
 
     def __init__(self, graph: Graph, ys: list[Output], xs: list[Output], grad_ys: list[Output],
-                 stops: set[Output]):
+                 stops: set[Output], colocate: bool = False):
         self.graph = graph
+        # colocate_gradients_with_ops: each op's gradient ops (and the sum of its
+        # outputs' gradients) are colocated with it, so they go one op at a time.
+        self.colocate = colocate
         self.ys, self.xs, self.grad_ys = ys, xs, grad_ys
         # As in TF's gradients_util (_StopOps): a stopped tensor stops its whole
         # producer, which is not differentiated (no gradient flows through any of
@@ -186,11 +189,20 @@ class Backprop:
             (block if self.kind[op] == "cpp" else others).append(op)
         for level in sorted(by_level):
             block, others = by_level[level]
-            if block:
+            if block and self.colocate:
+                for op in block:  # consumers first: the order of self.order
+                    self._backprop_op(op)
+            elif block:
                 self._backprop_block(block, level)
             for op in others:
                 self._backprop_op(op)
-        return [self._total(x) for x in self.xs]
+        return [self._colocated(x.op, lambda x=x: self._total(x)) for x in self.xs]
+
+    def _colocated(self, op: Operation, make: Callable[[], Any]) -> Any:
+        if not self.colocate:
+            return make()
+        with self.graph.colocate_with(op):
+            return make()
 
     # one C++ call per block ---------------------------------------------------------------
     def _backprop_block(self, block: list[Operation], level: int) -> None:
@@ -287,6 +299,12 @@ class Backprop:
 
     # one op at a time -----------------------------------------------------------------------
     def _backprop_op(self, op: Operation) -> None:
+        if self.colocate:
+            with self.graph.colocate_with(op):
+                return self._backprop_op_here(op)
+        return self._backprop_op_here(op)
+
+    def _backprop_op_here(self, op: Operation) -> None:
         out_grads = [self._total(o) if _carries_gradient(o) else None for o in op.outputs]
         if all(g is None for g in out_grads):
             return

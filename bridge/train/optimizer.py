@@ -133,9 +133,10 @@ class Optimizer:
         trainable variables of the loss's graph); a gradient is None where the
         loss does not depend on the variable.
 
-        ``aggregation_method`` and ``colocate_gradients_with_ops`` are accepted
-        for TF's signature; the bridge always sums with AddN (TF's default)
-        and places gradients by TF's rules for the graph.
+        ``aggregation_method`` is accepted for TF's signature; the bridge
+        always sums with AddN (TF's default).  ``colocate_gradients_with_ops``
+        places each gradient op with the op it differentiates (see
+        ``bridge.gradients``).
         """
         from bridge.grad import gradients
 
@@ -161,7 +162,8 @@ class Optimizer:
             if not isinstance(v, (Variable, Output)):
                 raise TypeError(f"var_list holds {v!r}: a bridge.Variable (or an Output) is needed")
         with loss.graph.as_default():
-            grads = gradients(loss, var_list, grad_ys=grad_loss)
+            grads = gradients(loss, var_list, grad_ys=grad_loss,
+                              colocate_gradients_with_ops=colocate_gradients_with_ops)
             if gate_gradients == Optimizer.GATE_GRAPH:
                 grads = _tuple(grads, loss.graph)
         grads_and_vars = list(zip(grads, var_list))
