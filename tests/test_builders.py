@@ -10,7 +10,7 @@ import pytest
 import bridge
 from bridge import dtypes, ops
 from bridge.framework.builders import global_variables_initializer
-from bridge.framework.graph import parse_graph_def
+from bridge.framework.graph_def import parse_graph_def
 
 
 def _run(g, fetches, feeds=None):

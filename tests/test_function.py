@@ -9,7 +9,7 @@ import bridge
 from bridge import ops
 from bridge.framework.functions import FuncGraph, TensorSpec, function
 from bridge.grad import gradients, hessian
-from bridge.framework.graph import graph_def_library
+from bridge.framework.graph_def import graph_def_library
 
 
 def _run(graph, fetches, feed=None):

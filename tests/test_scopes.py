@@ -14,7 +14,7 @@ import pytest
 
 import bridge
 from bridge.ops import opgen
-from bridge.framework.graph import parse_graph_def
+from bridge.framework.graph_def import parse_graph_def
 from oracle._build_spec import SpecBuilder
 
 f32 = np.float32

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from bridge.framework import dtypes
-from bridge.framework.graph import _device_fields, _device_string
+from bridge.framework.device import device_fields, device_string
 
 from .cluster import ClusterSpec
 
@@ -30,8 +30,8 @@ STANDARD_PS_OPS = ("Variable", "VariableV2", "AutoReloadVariable", "MutableHashT
 
 def _merge(spec: str, current: str) -> str:
     """TF's ``DeviceSpec(spec).make_merged_spec(current)``: current's fields win."""
-    merged = tuple(c if c is not None else s for s, c in zip(_device_fields(spec), _device_fields(current)))
-    return _device_string(merged)
+    merged = tuple(c if c is not None else s for s, c in zip(device_fields(spec), device_fields(current)))
+    return device_string(merged)
 
 
 class _RoundRobinStrategy:
@@ -91,11 +91,11 @@ class _ReplicaDeviceChooser:
         if not self._merge_devices and current:
             return current
         if self._ps_tasks and self._ps_device and op.type in self._ps_ops:
-            ps = _device_fields(self._ps_device)
-            current_job, ps_job = _device_fields(current)[0], ps[0]
+            ps = device_fields(self._ps_device)
+            current_job, ps_job = device_fields(current)[0], ps[0]
             if ps_job and (not current_job or current_job == ps_job):
                 ps = ps[:2] + (self._ps_strategy(op),) + ps[3:]
-            return _merge(_device_string(ps), current)
+            return _merge(device_string(ps), current)
         return _merge(self._worker_device or "", current)
 
 
@@ -112,7 +112,7 @@ def replica_device_setter(ps_tasks: int = 0, ps_device: str = "/job:ps", worker_
     win.  None when there are no ps tasks (TF's answer too)."""
     if cluster is not None:
         spec = cluster if isinstance(cluster, ClusterSpec) else ClusterSpec(cluster)
-        ps_job = _device_fields(ps_device)[0]
+        ps_job = device_fields(ps_device)[0]
         if ps_job not in spec.jobs:
             return None
         ps_tasks = spec.num_tasks(ps_job)

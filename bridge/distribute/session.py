@@ -34,7 +34,8 @@ from bridge.framework import _proto as pb
 from bridge.framework.builders import global_variables
 from bridge.framework.errors import (DeadlineExceededError, InvalidArgumentError, NotFoundError, OpError,
                                      UnavailableError)
-from bridge.framework.graph import Graph, Operation, _device_fields, get_default_graph
+from bridge.framework.device import device_fields
+from bridge.framework.graph import Graph, Operation, get_default_graph
 from bridge.framework.session import Session as _Session
 from bridge.framework.session import SessionConfig, _timeout_of
 
@@ -51,7 +52,7 @@ _NOT_REGISTERED = (re.compile(r"Op type not registered '([^']+)'"),
 
 def _task_of(task: TaskLike) -> tuple[str, int]:
     if isinstance(task, str):
-        job, _, index, _, _ = _device_fields(task)
+        job, _, index, _, _ = device_fields(task)
         if job is None:
             raise ValueError(f"task '{task}' names no job (expected '/job:NAME/task:I' or (NAME, I))")
         return job, index or 0
@@ -166,7 +167,7 @@ class Session(_Session):
             device = op.device
             if not device:
                 continue
-            job, _, index, _, _ = _device_fields(device)
+            job, _, index, _, _ = device_fields(device)
             if job is None:
                 continue
             if job not in self.cluster.jobs:
@@ -183,7 +184,7 @@ class Session(_Session):
     def _tasks_in_use(self) -> list[tuple[str, int]]:
         tasks = {self.task}
         for f in self.device_filters:
-            job, _, index, _, _ = _device_fields(f)
+            job, _, index, _, _ = device_fields(f)
             if job in self.cluster.jobs:
                 tasks.update((job, i) for i in ([index] if index is not None else self.cluster.task_indices(job)))
         return sorted(tasks)
@@ -230,7 +231,7 @@ class Session(_Session):
         tasks = []
         for op in self.graph.get_operations():
             if op.type == op_type:
-                job, _, index, _, _ = _device_fields(op.device) if op.device else (None,) * 5
+                job, _, index, _, _ = device_fields(op.device) if op.device else (None,) * 5
                 where = (_task_device(job, index) if job is not None else
                          f"/job:{self.task[0]}/task:{self.task[1]}")
                 if where not in tasks:

@@ -7,7 +7,6 @@ op created in it picks up (see :meth:`Graph.create_op`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import threading
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
@@ -16,6 +15,8 @@ from . import _proto as pb
 from . import buffers, dtypes
 from ._lib import ffi, lib
 from .attrs import Shape, decode_attr_value, infer_attr_type, set_attr
+from .device import device_fields, device_string
+from .graph_def import parse_node_def
 from .errors import InvalidArgumentError, NotFoundError, check, status
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
@@ -211,47 +212,6 @@ class PendingOperation:
 
     def __repr__(self) -> str:
         return f"<bridge.PendingOperation '{self.name}' type={self.type}>"
-
-
-class NodeInfo:
-    """A decoded NodeDef: name, op, inputs (``^name`` for control inputs), device, raw attrs."""
-
-    __slots__ = ("name", "op", "inputs", "device", "attrs")
-
-    def __init__(self, name, op, inputs, device, attrs):
-        self.name, self.op, self.inputs, self.device, self.attrs = name, op, inputs, device, attrs
-
-    def attr(self, key: str) -> Any:
-        return decode_attr_value(self.attrs[key])
-
-    def __repr__(self) -> str:
-        return f"NodeInfo({self.name!r}, {self.op!r}, inputs={self.inputs}, device={self.device!r})"
-
-
-def parse_node_def(buf: bytes) -> NodeInfo:
-    f = pb.fields(buf)
-    attrs = {}
-    for entry in f.get(5, []):
-        e = pb.fields(bytes(entry))
-        attrs[pb.text(e[1][0])] = bytes(e.get(2, [b""])[0])
-    return NodeInfo(pb.text(f.get(1, [b""])[0]), pb.text(f.get(2, [b""])[0]),
-                    [pb.text(x) for x in f.get(3, [])], pb.text(f.get(4, [b""])[0]), attrs)
-
-
-def parse_graph_def(buf: bytes) -> list[NodeInfo]:
-    """Nodes of a serialized GraphDef, in order."""
-    return [parse_node_def(bytes(n)) for n in pb.fields(buf).get(1, [])]
-
-
-def graph_def_library(buf: bytes) -> list[str]:
-    """Names of the functions in a serialized GraphDef's library."""
-    lib_fields = pb.fields(buf).get(2, [])
-    names = []
-    for lib_buf in lib_fields:
-        for fdef in pb.fields(bytes(lib_buf)).get(1, []):
-            sig = pb.fields(bytes(fdef)).get(1, [b""])[0]
-            names.append(pb.text(pb.fields(bytes(sig)).get(1, [b""])[0]))
-    return names
 
 
 class _ControlDeps:
@@ -463,7 +423,7 @@ class Graph:
         if device is not None and not callable(device):
             if hasattr(device, "to_string"):  # a DeviceSpec-like object
                 device = device.to_string()
-            _device_fields(device)  # a bad spec fails here, not at the first op
+            device_fields(device)  # a bad spec fails here, not at the first op
         self._devices.append(device)
         try:
             yield
@@ -525,7 +485,7 @@ class Graph:
             if callable(d):
                 if op is None:
                     continue
-                so_far = _device_string(merged)
+                so_far = device_string(merged)
                 if isinstance(op, PendingOperation):
                     op.device = so_far
                 elif op.device != so_far:
@@ -533,10 +493,10 @@ class Graph:
                 chosen = d(op)
                 if hasattr(chosen, "to_string"):
                     chosen = chosen.to_string()
-                merged = _device_fields(chosen or "")
+                merged = device_fields(chosen or "")
                 continue
-            merged = tuple(m if m is not None else f for m, f in zip(merged, _device_fields(d)))
-        return _device_string(merged)
+            merged = tuple(m if m is not None else f for m, f in zip(merged, device_fields(d)))
+        return device_string(merged)
 
     def _set_requested_device(self, op: "Operation", device: str) -> None:
         lib.TF_SetRequestedDevice(self._ptr, op._ptr, device.encode())
@@ -697,52 +657,6 @@ class Graph:
             raise InvalidArgumentError(
                 f"{op_type} '{name}': input {where} ('{value.name}') belongs to another graph")
         return value
-
-
-# --- device specifications -------------------------------------------------------
-
-_DEVICE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
-
-
-@functools.lru_cache(maxsize=256)
-def _device_fields(spec: str) -> tuple:
-    """(job, replica, task, device type, index) of a device string, parsed as
-    TensorFlow's DeviceSpec parses it ("/cpu:0" and "/device:CPU:0" alike)."""
-    job = replica = task = kind = index = None
-    for part in spec.split("/"):
-        y = part.split(":")
-        if y == [""]:
-            continue
-        if len(y) == 2 and y[0] in ("job", "replica", "task"):
-            if y[0] == "job":
-                job = y[1]
-            elif y[0] == "replica":
-                replica = int(y[1])
-            else:
-                task = int(y[1])
-        elif len(y) in (1, 2) and y[0].upper() in _DEVICE_TYPES and kind is None:
-            kind, index = y[0].upper(), (int(y[1]) if len(y) == 2 and y[1] != "*" else None)
-        elif len(y) == 3 and y[0] == "device" and kind is None:
-            kind = y[1].upper() if y[1] in ("cpu", "gpu") else y[1]
-            index = int(y[2]) if y[2] != "*" else None
-        else:
-            raise ValueError(f"'{spec}' is not a device specification (part '{part}')")
-    return job, replica, task, kind, index
-
-
-def _device_string(fields: tuple) -> str:
-    """TensorFlow's canonical text of device fields ("/job:w/device:CPU:0")."""
-    job, replica, task, kind, index = fields
-    out = ""
-    if job is not None:
-        out += f"/job:{job}"
-    if replica is not None:
-        out += f"/replica:{replica}"
-    if task is not None:
-        out += f"/task:{task}"
-    if kind is not None:
-        out += f"/device:{kind}:{'*' if index is None else index}"
-    return out
 
 
 # --- the default graph --------------------------------------------------------

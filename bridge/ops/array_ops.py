@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 
 from bridge.framework import dtypes
-from bridge.framework.builders import constant
+from bridge.framework.builders import constant, convert_to_output
 from bridge.framework.graph import Output, get_default_graph
 
 __all__ = ["boolean_mask"]
@@ -23,9 +23,9 @@ def _ops() -> Any:
 
 
 def _to_output(value: Any, name: str) -> Output:
-    """``ops.convert_to_tensor(value, name=name)``: Outputs pass, values become a Const."""
-    from .operators import _convert
-    return _convert(value, name)
+    """``ops.convert_to_tensor(value, name=name)``: Outputs pass, Variables are
+    read, values become a Const of their own dtype."""
+    return convert_to_output(value, name=name)
 
 
 def _shape(value: Output) -> Output:

@@ -43,7 +43,8 @@ import numpy as np
 from bridge.framework import _proto as pb
 from bridge.framework import dtypes, errors
 from bridge.framework.attrs import Shape, decode_attr_value, decode_shape
-from bridge.framework.graph import Graph, NodeInfo, Operation, parse_graph_def
+from bridge.framework.graph import Graph, Operation
+from bridge.framework.graph_def import NodeInfo, parse_graph_def
 from bridge.framework.session import Session
 
 #: The checkpoint entry holding the TrackableObjectGraph (TF's kObjectGraphProtoKey).
