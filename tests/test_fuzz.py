@@ -1,8 +1,9 @@
 """Fuzzing (issue 12): no crash and no silent corruption, whatever the user
 feeds or writes in a spec.
 
-Each property of tests/fuzz/fuzz_feeds.py (Session.run feeds, bridge.Tensor)
-and tests/fuzz/fuzz_spec.py (custom_op.txt parsing and code generation) runs
+Each property of tests/fuzz/fuzz_feeds.py (Session.run feeds, bridge.Tensor),
+tests/fuzz/fuzz_julia.py (feeds of a Julia op, in every scheduling mode) and
+tests/fuzz/fuzz_spec.py (custom_op.txt parsing and code generation) runs
 in a child process with a time limit, so that a crash (a segfault, an abort
 from glibc's heap checks) fails that test, with the example it died on,
 instead of killing the suite.
@@ -33,7 +34,7 @@ SMOKE_EXAMPLES = 40
 PROPERTIES = [
     ("fuzz_spec.py", "tokens"), ("fuzz_spec.py", "text"), ("fuzz_spec.py", "file"),
     ("fuzz_feeds.py", "session"), ("fuzz_feeds.py", "tensor"), ("fuzz_feeds.py", "inferred"),
-    ("fuzz_feeds.py", "static_shape"),
+    ("fuzz_feeds.py", "static_shape"), ("fuzz_julia.py", "ops"),
 ]
 
 # glibc's heap checks turn a corrupted heap into an abort at the next malloc
@@ -103,7 +104,7 @@ def test_fuzz(script, prop, tmp_path):
     run_fuzzer(script, [prop], EXAMPLES, tmp_path)
 
 
-@pytest.mark.parametrize("script", ["fuzz_spec.py", "fuzz_feeds.py"])
+@pytest.mark.parametrize("script", ["fuzz_spec.py", "fuzz_feeds.py", "fuzz_julia.py"])
 def test_fuzz_smoke(script, tmp_path):
     """A few examples of every property, so that `make test-quick` keeps the fuzzers working."""
     props = [p for s, p in PROPERTIES if s == script and p != "tokens"]

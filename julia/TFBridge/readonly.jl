@@ -34,6 +34,8 @@ Base.elsize(::Type{<:ReadOnlyArray{T}}) where {T} = Base.elsize(Array{T})
 Base.strides(A::ReadOnlyArray) = strides(A.parent)
 Base.similar(A::ReadOnlyArray, ::Type{S}, dims::Dims) where {S} = similar(A.parent, S, dims)
 Base.dataids(A::ReadOnlyArray) = Base.dataids(A.parent)
+# An empty input and an empty output may have one address: `y .= 2 .* x` copies x then.
+Base.unaliascopy(A::ReadOnlyArray) = ReadOnlyArray(copy(A.parent), A.name)
 Base.copy(A::ReadOnlyArray) = copy(A.parent)
 Base.unsafe_copyto!(A::ReadOnlyArray, args...) = refuse(A)
 

@@ -27,23 +27,31 @@ for Julia until none has come for `max_wait_us`.  Never returns.
 """
 function serve_on_threads(serve::Ptr{Cvoid})
     for tid in 2:Threads.nthreads()
-        task = Task(() -> serve_forever(serve), SERVING_STACK_BYTES)
+        task = Task(() -> serve_forever(serve, nothing), SERVING_STACK_BYTES)
         task.sticky = true
         ccall(:jl_set_task_tid, Cvoid, (Any, Cint), task, tid - 1)
         schedule(task)
     end
-    serve_forever(serve)
+    serve_forever(serve, Base.AsyncCondition())
 end
 
-function serve_forever(serve::Ptr{Cvoid})
+function serve_forever(serve::Ptr{Cvoid}, wake::Union{Base.AsyncCondition, Nothing})
     try
         while true
             ccall(serve, Cvoid, (Cint, Cint), SERVING_WAIT_US, Threads.threadid() - 1)
             # yield() would resume this pinned task before any task that is
             # not pinned (Julia 1.5's scheduler looks at a thread's own queue
-            # first); a wait on a timer leaves the queue empty meanwhile.  The
-            # timer needs thread 1's event loop, so only thread 1 waits so.
-            Threads.threadid() == 1 ? sleep(0) : yield()
+            # first); a wait on a libuv event leaves the queue empty meanwhile.
+            # The event needs thread 1's event loop, so only thread 1 waits so.
+            # One AsyncCondition, signalled here, not sleep(0): each Timer's
+            # handle comes from ccall(:malloc) and libjulia free()s it, two
+            # different mallocs under glibc's heap checker (kernels_cpp/README.md).
+            if wake === nothing
+                yield()
+            else
+                ccall(:uv_async_send, Cint, (Ptr{Cvoid},), wake)
+                wait(wake)
+            end
         end
     catch e
         # The runtime catches every failure of a call: this is a bug.
