@@ -22,7 +22,7 @@ tf.compat.v1 graph, trained for ``steps`` steps.  Request (plain data)::
      "errors": [name, ...]}
 
 The embedding model puts a table variable ``emb`` first and feeds the MLP
-``x + embedding_lookup(emb, ids)`` (``+ tf.gather(emb, ids2)``, a second
+``x + embedding_lookup(emb, ids)`` (``* tf.gather(emb, ids2)``, a second
 sparse read, when given; ``+ 0.01 * mean(emb ** 2)`` on the loss, a dense
 read, with ``dense_read``): TF's gradient for ``emb`` is then IndexedSlices
 (concatenated over the two reads), or dense when mixed with the dense read,
@@ -87,7 +87,9 @@ def build_embedding_model(data: dict, dtype: str, spec: dict):
     x, y = tf.constant(cast["x"]), tf.constant(cast["y"])
     feat = v1.nn.embedding_lookup(emb, tf.constant(np.asarray(spec["ids"])))
     if spec.get("ids2") is not None:
-        feat = raw.AddV2(x=feat, y=v1.gather(emb, tf.constant(np.asarray(spec["ids2"]))))
+        # A product, not a sum: Grappler would rewrite x + (a + b) into an AddN
+        # (another rounding) in TF's session, not in the bridge's.
+        feat = raw.Mul(x=feat, y=v1.gather(emb, tf.constant(np.asarray(spec["ids2"]))))
     h = raw.Tanh(x=raw.AddV2(x=raw.MatMul(a=raw.AddV2(x=x, y=feat), b=w1.value()), y=b1.value()))
     pred = raw.AddV2(x=raw.MatMul(a=h, b=w2.value()), y=b2.value())
     loss = raw.Mean(input=raw.Square(x=raw.Sub(x=pred, y=y)), axis=[0, 1])
