@@ -153,7 +153,8 @@ def _bridge_gradients(case: dict, per_op: bool) -> list:
             with graph.gradient_override_map({"Identity": "TestPythonIdentity"}):
                 ys = [ops.identity(y) for y in ys]
         flat = [t for w in wrt for t in (w if isinstance(w, list) else [w])]
-        grads = gradients(ys, flat)
+        # IndexedSlices (gathers) densified, as the oracle's tf.convert_to_tensor.
+        grads = [bridge.convert_to_tensor(g) for g in gradients(ys, flat)]
         fetch = [g for g in grads if g is not None]
         values = iter(bridge.Session(graph).run(fetch, feed) if fetch else [])
     got = [None if g is None else np.asarray(next(values)) for g in grads]

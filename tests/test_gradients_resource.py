@@ -2,11 +2,11 @@
 
 A ``bridge.Variable`` in ``xs`` stands for its handle: every read of it
 (``value()``, ``read_value()``, ``ResourceGather``, ``ResourceGatherNd``)
-contributes, and the gradient is a dense tensor of the variable's shape.
-Where TF's ``tf.gradients`` returns ``IndexedSlices`` (gathers), the bridge's
-value is their densified sum, which is what ``tf.convert_to_tensor`` makes
-of them (the oracle, ``tests/oracle/variable_gradients.py``, densifies the
-same way and reports which kind TF returned).
+contributes.  Where TF's ``tf.gradients`` returns ``IndexedSlices`` (gathers
+only), so does the bridge, and their densified values agree (the oracle,
+``tests/oracle/variable_gradients.py``, densifies with ``tf.convert_to_tensor``
+and reports which kind TF returned); elsewhere the gradient is a dense
+tensor of the variable's shape.
 """
 from __future__ import annotations
 
@@ -87,16 +87,24 @@ def test_variable_gradient_matches_tensorflow(name, oracle_answers):
         dh, = bridge.gradients(ys, [w.handle])  # the handle itself: the same
     assert dw is not None and dw.dtype == bridge.float64
     assert dw.shape == bridge.Shape([4, 3])
+    assert type(dw).__name__ == type(dh).__name__ == {"IndexedSlices": "IndexedSlices",
+                                                      "Tensor": "Output"}[want["kinds"][0]]
     with bridge.Session(g) as s:
         s.run(init)
         got_w, got_h = s.run([dw, dh], feed)
+    if isinstance(dw, bridge.IndexedSlices):
+        assert isinstance(got_w, bridge.IndexedSlicesValue)
+        np.testing.assert_array_equal(got_w.dense_shape, [4, 3])
+        got_w, got_h = got_w.to_dense(), got_h.to_dense()
     np.testing.assert_allclose(got_w, want["grads"][0], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got_h, want["grads"][0], rtol=1e-12, atol=1e-12)
 
 
 def test_tensorflow_returns_indexed_slices_for_gathers(oracle_answers):
-    # What the bridge densifies (documented in README): TF's kinds per read.
+    # TF's kinds per read, which the bridge's follow (test above): a gather
+    # mixed with a dense read is dense.
     assert oracle_answers["gather"]["kinds"] == ["IndexedSlices"]
+    assert oracle_answers["gather_and_value"]["kinds"] == ["Tensor"]
     assert oracle_answers["gather_nd_rows"]["kinds"] == ["IndexedSlices"]
     assert oracle_answers["gather_nd_elements"]["kinds"] == ["Tensor"]
     assert oracle_answers["matmul"]["kinds"] == ["Tensor"]

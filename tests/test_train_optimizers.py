@@ -6,6 +6,12 @@ ops), with the same initial values and data, is trained for 100 steps here
 and by the oracle (tests/oracle/train_steps.py, one call for every case):
 the loss sequences must agree to 1e-10 relative, and so must every variable
 at the end, slots included, looked up by TF's names.
+
+The ``emb_*`` cases put an embedding table in front of the MLP, read by
+``nn.embedding_lookup`` and ``gather`` (rows repeated, rows never read): its
+gradient is IndexedSlices on both sides, applied by each optimizer's sparse
+path (``ResourceScatterAdd``, ``ResourceSparseApply*``, Adam's scatter
+fallback), or dense when a dense read of the table joins in.
 """
 from __future__ import annotations
 
@@ -40,6 +46,17 @@ def _case(name, optimizer, learning_rate, **extra):
             "global_step": False, "clip": None, "scope": None, "dtype": "float64", **extra}
 
 
+_ERNG = np.random.default_rng(2828)  # its own generator: the MLP's data stay as they were
+EMBEDDING = {"table": 0.3 * _ERNG.standard_normal((20, 8)),
+             "ids": _ERNG.integers(0, 16, 64).astype(np.int32),       # rows 16-19 never read
+             "ids2": _ERNG.integers(8, 16, 64).astype(np.int32), "dense_read": False}
+
+
+def _emb(name, optimizer, learning_rate, **extra):
+    spec = dict(EMBEDDING, **extra.pop("embedding", {}))
+    return _case(name, optimizer, learning_rate, embedding=spec, **extra)
+
+
 CASES = [
     _case("adam", "Adam", 0.01, global_step=True),
     _case("gradient_descent", "GradientDescent", 0.1),
@@ -56,6 +73,19 @@ CASES = [
     _case("momentum_staircase", "Momentum", STAIRCASE, global_step=True, kwargs={"momentum": 0.9}),
     _case("adam_piecewise", "Adam", PIECEWISE, global_step=True),
     _case("adam_float32", "Adam", 0.01, global_step=True, dtype="float32"),
+    _emb("emb_gradient_descent", "GradientDescent", 0.1),
+    _emb("emb_momentum", "Momentum", 0.05, kwargs={"momentum": 0.9}),
+    _emb("emb_nesterov", "Momentum", 0.05, kwargs={"momentum": 0.9, "use_nesterov": True}),
+    _emb("emb_adam", "Adam", 0.01, global_step=True),
+    _emb("emb_adam_one_lookup", "Adam", 0.02, embedding={"ids2": None}),
+    _emb("emb_rmsprop", "RMSProp", 0.01),
+    _emb("emb_rmsprop_centered", "RMSProp", 0.005, kwargs={"momentum": 0.5, "centered": True, "decay": 0.8}),
+    _emb("emb_adagrad", "Adagrad", 0.1),
+    _emb("emb_adam_clip_global_norm", "Adam", 0.05, global_step=True, clip={"global_norm": 0.5},
+         scope="train"),
+    _emb("emb_gd_clip_norm", "GradientDescent", 0.5, clip={"norm": 0.2}),
+    _emb("emb_adam_float32", "Adam", 0.01, global_step=True, dtype="float32"),
+    _emb("emb_adam_dense_read", "Adam", 0.01, embedding={"dense_read": True}),
 ]
 
 CLIP = {
@@ -99,6 +129,24 @@ def build_model(dtype):
     return variables, ops.mean(ops.square(ops.sub(pred, y)), [0, 1])
 
 
+def build_embedding_model(dtype, spec):
+    d = {k: np.asarray(v, dtype) for k, v in DATA.items()}
+    emb = bridge.Variable(np.asarray(spec["table"], dtype), name="emb")
+    variables = [bridge.Variable(d[n], name=n) for n in ("w1", "b1", "w2", "b2")]
+    w1, b1, w2, b2 = variables
+    x, y = bridge.constant(d["x"]), bridge.constant(d["y"])
+    feat = bridge.nn.embedding_lookup(emb, bridge.constant(spec["ids"]))
+    if spec["ids2"] is not None:
+        feat = ops.mul(feat, bridge.gather(emb, bridge.constant(spec["ids2"])))
+    h = ops.tanh(ops.add_v2(ops.mat_mul(ops.add_v2(x, feat), w1.value()), b1.value()))
+    pred = ops.add_v2(ops.mat_mul(h, w2.value()), b2.value())
+    loss = ops.mean(ops.square(ops.sub(pred, y)), [0, 1])
+    if spec["dense_read"]:
+        penalty = ops.mean(ops.square(emb.value()), [0, 1])
+        loss = ops.add_v2(loss, ops.mul(bridge.constant(np.asarray(0.01, dtype)), penalty))
+    return [emb] + variables, loss
+
+
 def learning_rate(spec, global_step):
     if not isinstance(spec, dict):
         return spec
@@ -112,7 +160,10 @@ def learning_rate(spec, global_step):
 def run_case(case):
     g = bridge.Graph()
     with g.as_default():
-        variables, loss = build_model(case["dtype"])
+        if case.get("embedding") is not None:
+            variables, loss = build_embedding_model(case["dtype"], case["embedding"])
+        else:
+            variables, loss = build_model(case["dtype"])
         step = bridge.train.get_or_create_global_step() if case["global_step"] else None
         lr = learning_rate(case["learning_rate"], step)
         with bridge.name_scope(case["scope"]) if case["scope"] else contextlib.nullcontext():
@@ -132,6 +183,10 @@ def run_case(case):
         finals = {v.name: v.read_value() for v in all_vars}
         init = bridge.global_variables_initializer()
         opt_vars = [v.name for v in opt.variables()]
+        kinds = None
+        if case.get("embedding") is not None:  # after the train op, as the oracle
+            kinds = ["IndexedSlices" if isinstance(gr, bridge.IndexedSlices) else "Tensor"
+                     for gr, _ in type(opt)(0.1, **case["kwargs"]).compute_gradients(loss)]
     fetch_lr = isinstance(lr, bridge.Output)
     losses, rates = [], []
     with bridge.Session(g) as s:
@@ -146,7 +201,7 @@ def run_case(case):
             "global_step": global_step, "variables": [v.name for v in all_vars],
             "slot_names": opt.get_slot_names(), "optimizer_variables": opt_vars,
             "train_op": (train.name, train.type), "final": final,
-            "trainable": [v.name for v in bridge.trainable_variables(g)]}
+            "trainable": [v.name for v in bridge.trainable_variables(g)], "grad_kinds": kinds}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -167,7 +222,11 @@ def test_training_matches_tensorflow(case, tf_answers):
     assert got["slot_names"] == want["slot_names"]
     assert got["optimizer_variables"] == want["optimizer_variables"]
     assert got["train_op"] == tuple(want["train_op"])
-    assert got["trainable"] == ["w1", "b1", "w2", "b2"]  # slots, beta powers, global step are not
+    emb = ["emb"] if case.get("embedding") is not None else []
+    assert got["trainable"] == emb + ["w1", "b1", "w2", "b2"]  # slots, beta powers, global step are not
+    assert got["grad_kinds"] == want["grad_kinds"]
+    if emb:  # the table's gradient: sparse unless a dense read joins in
+        assert want["grad_kinds"][0] == ("Tensor" if case["embedding"]["dense_read"] else "IndexedSlices")
     for name, value in want["final"].items():
         assert got["final"][name].dtype == value.dtype, name
         np.testing.assert_allclose(got["final"][name], value, rtol=rtol, atol=atol, err_msg=name)

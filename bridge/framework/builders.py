@@ -121,6 +121,20 @@ class Variable:
         """A new read, ordered by the current control dependencies."""
         return self._read_op()
 
+    def sparse_read(self, indices: Any, name: Optional[str] = None) -> Output:
+        """Rows ``indices`` of the variable, read by one ``ResourceGather`` (named
+        "Gather" or ``name``), as TF's ``ResourceVariable.sparse_read``: its
+        gradient is IndexedSlices of those rows, not the whole table."""
+        g = self.graph
+        with g.as_default(), g.name_scope(name or "Gather") as scope:
+            ids = convert_to_output(indices, None, g, name="indices")
+            if not ids.dtype.is_integer:
+                raise TypeError(f"sparse_read: indices must be int32 or int64, got {ids.dtype.name}")
+            return g.create_op("ResourceGather", [self.handle, ids], name=scope,
+                               attrs={"dtype": self.dtype, "batch_dims": 0, "validate_indices": True},
+                               attr_types={"dtype": "type", "batch_dims": "int",
+                                           "validate_indices": "bool"}).output(0)
+
     def _update(self, op_type: str, value: Any, name: Optional[str]) -> Operation:
         v = convert_to_output(value, self.dtype, self.graph)
         return self.graph.create_op(op_type, [self.handle, v], name=name or op_type,

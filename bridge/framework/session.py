@@ -15,6 +15,7 @@ from ._lib import ffi, lib
 from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
                      raise_pending_signals, status)
 from .builders import SparseTensor, SparseTensorValue
+from .indexed_slices import IndexedSlices, IndexedSlicesValue
 from .graph import Graph, Operation, Output, get_default_graph
 from .tensor import Tensor, to_numpy
 
@@ -125,7 +126,8 @@ class _FetchPlan:
 
     What TF1's ``Session.run`` accepts: Outputs, Operations (fetched as None),
     names ("op:0", "op"), anything with TensorFlow's ``_as_graph_element()``
-    (a Variable: its value), SparseTensors (a SparseTensorValue), and lists,
+    (a Variable: its value), SparseTensors (a SparseTensorValue), IndexedSlices
+    (an IndexedSlicesValue), and lists,
     tuples, namedtuples and dicts (mappings) of them, nested.  Anything else is
     a TypeError naming it and where it sits in ``fetches``."""
 
@@ -149,6 +151,10 @@ class _FetchPlan:
         if isinstance(f, SparseTensor):
             return ("seq", lambda items: SparseTensorValue(*items),
                     [self._element(graph, t, _path(path, i)) for i, t in enumerate(f)])
+        if isinstance(f, IndexedSlices):
+            parts = (f.values, f.indices, f.dense_shape)
+            return ("seq", lambda items: IndexedSlicesValue(*items),
+                    [None if t is None else self._element(graph, t, _path(path, i)) for i, t in enumerate(parts)])
         if isinstance(f, Mapping):
             if isinstance(f, collections.defaultdict):
                 factory = f.default_factory
@@ -165,7 +171,7 @@ class _FetchPlan:
             return ("seq", type(f), [self._flatten(graph, v, _path(path, i)) for i, v in enumerate(f)])
         what = "None" if f is None else f"{type(f).__name__} {f!r}"
         raise TypeError(f"cannot fetch {what} ({path}): a fetch is an Output, an Operation, a Variable, "
-                        "a SparseTensor, a name ('op:0' for a tensor, 'op' for an operation), or a "
+                        "a SparseTensor, an IndexedSlices, a name ('op:0' for a tensor, 'op' for an operation), or a "
                         "list/tuple/namedtuple/dict of them")
 
     def rebuild(self, values: list, node=None, top=True):
@@ -300,7 +306,8 @@ class Session:
 
         Fetches are Outputs, Operations (fetched as None), names ("op:0" for
         a tensor, "op" for an operation to run), Variables (their value),
-        SparseTensors (a SparseTensorValue), or nested lists, tuples,
+        SparseTensors (a SparseTensorValue), IndexedSlices (an
+        IndexedSlicesValue), or nested lists, tuples,
         namedtuples and dicts of them; anything else is a TypeError saying
         where it is.  Feed keys are Outputs, tensor names, Variables (their
         value, as in TF) or SparseTensors (fed a triple); values are numpy

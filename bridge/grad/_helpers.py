@@ -11,6 +11,7 @@ import numpy as np
 
 from bridge.framework import dtypes
 from bridge.framework.graph import Operation, Output, get_default_graph
+from bridge.framework.indexed_slices import IndexedSlices, convert_to_tensor
 from bridge.framework.tensor import Tensor
 
 
@@ -48,6 +49,32 @@ def _ones(x: Output) -> Output:
 
 def _add_n(values: list[Output]) -> Output:
     return values[0] if len(values) == 1 else _op("AddN", [list(values)])
+
+
+def aggregate_gradients(grads: list[Any]) -> Any:
+    """The sum of a tensor's gradients, as TF's ``_AggregatedGrads``: one
+    passes as is; dense ones add up (``AddN``); IndexedSlices alone
+    concatenate their values and indices (int32 indices become int64 when
+    the kinds mix, as ``_as_indexed_slices_list``); dense and IndexedSlices
+    mixed add up densified (``add_n``'s conversion, with TF's warning)."""
+    grads = [g for g in grads if g is not None]
+    if not grads:
+        return None
+    if len(grads) == 1:
+        return grads[0]
+    if all(isinstance(g, Output) for g in grads):
+        return _add_n(grads)
+    if any(isinstance(g, Output) for g in grads):
+        return _op("AddN", [[convert_to_tensor(g) for g in grads]])
+    int32 = [g for g in grads if g.indices.dtype == dtypes.int32]
+    if int32 and len(int32) != len(grads):
+        grads = [IndexedSlices(g.values, _op("Cast", [g.indices], {"DstT": dtypes.int64}), g.dense_shape)
+                 if g.indices.dtype == dtypes.int32 else g for g in grads]
+    axis = _const(0, dtypes.int32, name="concat/axis")
+    values = _op("ConcatV2", [[g.values for g in grads], axis], name="concat")
+    axis = _const(0, dtypes.int32, name="concat_1/axis")
+    indices = _op("ConcatV2", [[g.indices for g in grads], axis], name="concat_1")
+    return IndexedSlices(values, indices, grads[0].dense_shape)
 
 
 def _mul(*xs: Output) -> Output:

@@ -7,6 +7,7 @@ import numpy as np
 
 from bridge.framework.builders import Variable
 from bridge.framework.graph import Output
+from bridge.framework.indexed_slices import convert_to_tensor
 from ._helpers import _add_n, _const, _ones, _op, _zeros_like
 from .walk import Backprop
 
@@ -54,8 +55,11 @@ def gradients(ys: Union[Output, Sequence[Output]], xs: Union[Output, Sequence[Ou
 
     A Variable in ``xs`` (or its handle) gets the gradient through every read
     of it (``value()``, ``read_value()``, ``ResourceGather``,
-    ``ResourceGatherNd``), as a dense tensor of the variable's shape: where
-    TensorFlow returns ``IndexedSlices``, their densified sum.
+    ``ResourceGatherNd``).  Where TensorFlow returns ``IndexedSlices`` (a
+    gather's gradient, only gathers reaching x), so does this:
+    :class:`bridge.IndexedSlices`, whose dense value
+    ``bridge.convert_to_tensor`` builds; contributions are combined as TF
+    combines them (IndexedSlices concatenated, mixed with dense ones summed densely).
 
     Gradient ops get the device scopes open at the call (device functions
     included), or with ``colocate_gradients_with_ops=True`` the device and
@@ -147,7 +151,7 @@ def jacobian(y: Output, x: Union[Output, Sequence[Output]],
             g = gradients([y], given, grad_ys=[_const(seed.reshape(y_dims), y.dtype, name=f"seed_{i}")],
                           name=f"row_{i}")
             for k, gk in enumerate(g):
-                rows[k].append(gk)
+                rows[k].append(convert_to_tensor(gk))
         result = []
         for xk, r in zip(like, rows):
             if all(g is None for g in r):
@@ -174,7 +178,7 @@ def hessian(y: Output, x: Union[Output, Sequence[Output]], name: str = "hessian"
     with graph.as_default(), graph.name_scope(name):
         grads = gradients([y], given, name="first")
         for xk, g in zip(given, grads):
-            result.append(None if g is None else jacobian(g, xk, name="second"))
+            result.append(None if g is None else jacobian(convert_to_tensor(g), xk, name="second"))
     return result if isinstance(x, (list, tuple)) else result[0]
 
 

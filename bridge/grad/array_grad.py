@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from bridge.framework import dtypes
 from bridge.framework.graph import get_default_graph
+from bridge.framework.indexed_slices import IndexedSlices, constant_value, indexed_slices_to_tensor
 from ._helpers import _const, _op
-from .registry import NotDifferentiable, RegisterGradient, add_gradient_source
+from .registry import (NotDifferentiable, RegisterGradient, accepts_indexed_slices, add_gradient_source,
+                       register_sparse_passthrough, returns_indexed_slices)
 
 
 def _shape(x, out_type="int32"):
@@ -26,13 +28,19 @@ NotDifferentiable("OnesLike")
 
 @RegisterGradient("EnsureShape")
 @RegisterGradient("PlaceholderWithDefault")
+@accepts_indexed_slices
 def _identity_grad(op, grad):
     return grad
 
 
 @RegisterGradient("IdentityN")
+@accepts_indexed_slices
 def _identity_n_grad(op, *grads):
     return list(grads)
+
+
+# TF's _IdGrad passes IndexedSlices on; the C++ gradient keeps the dense case.
+register_sparse_passthrough("Identity", _identity_grad)
 
 
 @RegisterGradient("CheckNumericsV2")
@@ -65,19 +73,63 @@ def _concat_grad(op, grad):
     return [None] + [_op("Slice", [grad, o, s]) for o, s in zip(offsets, shapes)]
 
 
-@RegisterGradient("Gather")
-def _gather_grad(op, grad):
-    # TF returns IndexedSlices; the bridge sums them into a dense gradient.
-    params, indices = op.inputs
-    params_shape = _shape(params)
+def _dense_no_warning(grad):
+    """TF's ``_IndexedSlicesToTensorNoWarning``."""
+    return indexed_slices_to_tensor(grad, warn=False) if isinstance(grad, IndexedSlices) else grad
+
+
+def _rows_gradient(params_shape, indices, grad):
+    """TF's axis-0 gather gradient: IndexedSlices of grad's rows at the flat indices."""
     size = _op("ExpandDims", [_op("Size", [indices]), _const(0, "int32")])
     rest = _op("StridedSlice", [params_shape, _const([1], "int32"), _const([0], "int32"),
                                 _const([1], "int32")], {"end_mask": 1})
-    values = _op("Reshape", [grad, _op("ConcatV2", [[size, rest], _const(0, "int32")])])
+    values = _op("Reshape", [_dense_no_warning(grad), _op("ConcatV2", [[size, rest], _const(0, "int32")])])
     flat = _op("Reshape", [indices, size])
-    rows = _op("StridedSlice", [params_shape, _const([0], "int32"), _const([1], "int32"),
-                                _const([1], "int32")], {"shrink_axis_mask": 1})
-    return _op("UnsortedSegmentSum", [values, flat, rows]), None
+    return IndexedSlices(values, flat, params_shape)
+
+
+@RegisterGradient("Gather")
+@accepts_indexed_slices
+@returns_indexed_slices
+def _gather_grad(op, grad):
+    params, indices = op.inputs
+    return _rows_gradient(_shape(params), indices, grad), None
+
+
+@accepts_indexed_slices
+@returns_indexed_slices
+def _gather_v2_axis0_grad(op, grad):
+    """TF's _GatherV2Grad for a static axis of 0: IndexedSlices (other axes: C++)."""
+    params, indices, _ = op.inputs
+    return _rows_gradient(_shape(params), indices, grad), None, None
+
+
+@returns_indexed_slices
+def _gather_nd_rows_grad(op, grad):
+    """TF's _GatherNdGrad for [n, 1] indices: IndexedSlices of whole rows (others: C++'s ScatterNd)."""
+    ref, indices = op.inputs
+    ref_shape = _shape(ref, indices.dtype)
+    return IndexedSlices(grad, _op("Squeeze", [indices], {"squeeze_dims": [-1]}), ref_shape), None
+
+
+def _gather_rows(indices) -> bool:
+    shape = indices.shape
+    return not shape.unknown_rank and len(shape) == 2 and shape[1] == 1
+
+
+def _sparse_gather_source(op):
+    """GatherV2 on a constant axis 0 and GatherNd of whole rows get TF's
+    IndexedSlices gradients; the other cases keep TF's C++ (dense) ones."""
+    if op.type == "GatherV2":
+        axis = constant_value(op.inputs[2])
+        if axis is not None and axis.ndim == 0 and int(axis) == 0:
+            return _gather_v2_axis0_grad
+    elif op.type == "GatherNd" and _gather_rows(op.inputs[1]):
+        return _gather_nd_rows_grad
+    return None
+
+
+add_gradient_source(_sparse_gather_source)
 
 
 # --- strided slices -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 from bridge.framework.functions import FuncGraph, TracedFunction, lookup
 from bridge.framework.graph import Operation, Output
+from bridge.framework.indexed_slices import convert_to_tensor
 from ._helpers import is_differentiable
 from .api import gradients
 from .registry import ACCEPTS_NONE, GradientFunction, RegisterGradient, add_gradient_source
@@ -51,6 +52,7 @@ def vjp(f: TracedFunction, out_mask: Sequence[bool], wrt: Optional[Sequence[bool
         outs = f.inline(xs, name="forward")
         ys = [o for o, m in zip(outs, key[0]) if m]
         grads = gradients(ys, xs, grad_ys=dys, name="grad") if ys else [None] * len(xs)
+        grads = [convert_to_tensor(g) for g in grads]  # a function returns tensors, not IndexedSlices
         if key[1] is None:
             in_mask = tuple(g is not None for g in grads)
             results = [g for g in grads if g is not None]

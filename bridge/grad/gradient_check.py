@@ -49,6 +49,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from bridge.framework.graph import Graph, Output
+from bridge.framework.indexed_slices import convert_to_tensor
 from bridge.framework.session import Session
 
 __all__ = ["gradcheck", "GradcheckResult", "compute_gradient", "compare_jacobians", "JacobianCheck"]
@@ -238,7 +239,7 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
         graph = problem.graph
         with graph.as_default(), graph.name_scope("gradcheck"):
             objective = _weighted_sum(problem.ys, [np.shape(v) for v in y0], rng)
-            grads = gradients([objective], problem.xs)
+            grads = [convert_to_tensor(g) for g in gradients([objective], problem.xs)]
         fetch = [objective] + [g for g in grads if g is not None]
         values = problem.run(fetch, problem.x0)
         f0 = float(np.real(values[0]))
@@ -397,7 +398,7 @@ def compute_gradient(f: Any, x0: Any, *, delta: Optional[float] = None, x: Any =
         n_y = int(sum(sizes))
         with graph.as_default(), graph.name_scope("compute_gradient"):
             dys = [placeholder(y.dtype, v.shape, name=f"dy{i}") for i, (y, v) in enumerate(zip(problem.ys, y0))]
-            grads = gradients(problem.ys, problem.xs, grad_ys=dys)
+            grads = [convert_to_tensor(g) for g in gradients(problem.ys, problem.xs, grad_ys=dys)]
         theoretical = [np.zeros((n_y, xv.size), dtype=xv.dtype) for xv in problem.x0]
         live = [(k, g) for k, g in enumerate(grads) if g is not None]
         offsets = np.concatenate([[0], np.cumsum(sizes)])

@@ -13,8 +13,9 @@ import numpy as np
 
 from bridge.framework import dtypes
 from bridge.framework.graph import Output, get_default_graph
+from bridge.framework.indexed_slices import IndexedSlices
 from ._helpers import _c, _const, _mul, _node, _op, _ones, _zeros_like
-from .registry import NotDifferentiable, RegisterGradient
+from .registry import NotDifferentiable, RegisterGradient, register_sparse_passthrough, returns_indexed_slices
 
 
 def _reduce_to(grad: Output, x: Output, other: Output) -> Output:
@@ -306,15 +307,18 @@ def _unsorted_segment_prod_grad(op, grad):
 
 def _sparse_segment_grad(kind: str):
     """Gradient of SparseSegment<kind>[WithNumSegments]: the <kind>Grad op scatters
-    grad back to data's rows (with sparse_gradient, TF's IndexedSlices densified)."""
+    grad back to data's rows (with sparse_gradient, TF's IndexedSlices of the
+    <kind>GradV2 rows)."""
+    @returns_indexed_slices
     def grad_fn(op, grad):
         data, indices, segment_ids = op.inputs[:3]
         none = [None] * (len(op.inputs) - 1)
-        dim0 = _dim0(data)
         if op.get_attr("sparse_gradient"):
+            data_shape = _shape(data)
+            dim0 = _op("StridedSlice", [data_shape, _i32([0]), _i32([1]), _i32([1])], {"shrink_axis_mask": 1})
             values, unique = _node(f"SparseSegment{kind}GradV2", [grad, indices, segment_ids, dim0]).outputs
-            return [_op("UnsortedSegmentSum", [values, unique, dim0])] + none
-        return [_op(f"SparseSegment{kind}Grad", [grad, indices, segment_ids, dim0])] + none
+            return [IndexedSlices(values, unique, data_shape)] + none
+        return [_op(f"SparseSegment{kind}Grad", [grad, indices, segment_ids, _dim0(data)])] + none
     return grad_fn
 
 
@@ -322,6 +326,24 @@ for _kind in ("Sum", "Mean", "SqrtN"):
     RegisterGradient(f"SparseSegment{_kind}")(_sparse_segment_grad(_kind))
     RegisterGradient(f"SparseSegment{_kind}WithNumSegments")(_sparse_segment_grad(_kind))
 del _kind
+
+
+_CAST_DIFFERENTIABLE = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.bfloat16,
+                        dtypes.complex64, dtypes.complex128)
+
+
+def _cast_grad(op, grad):
+    """TF's _CastGrad: the gradient cast back (an IndexedSlices' values only)."""
+    src = op.inputs[0].dtype
+    if src not in _CAST_DIFFERENTIABLE or grad.dtype not in _CAST_DIFFERENTIABLE:
+        return None
+    if isinstance(grad, IndexedSlices):
+        return IndexedSlices(_op("Cast", [grad.values], {"DstT": src}), grad.indices, grad.dense_shape)
+    return _op("Cast", [grad], {"DstT": src})
+
+
+# Where IndexedSlices reach a Cast (C++ takes the dense case).
+register_sparse_passthrough("Cast", _cast_grad)
 
 
 # --- complex numbers -------------------------------------------------------------------------

@@ -319,12 +319,13 @@ def _batch_norm_grad(grad_y, x, scale, pop_mean, pop_var, epsilon, data_format, 
 
 def _fused_batch_norm_grad_grad(op, grad_grad_x, grad_grad_scale, grad_grad_offset, *_unused):
     """FusedBatchNormGrad, V2, V3: the gradient of the same math built from differentiable ops."""
+    from bridge.framework.indexed_slices import convert_to_tensor
     from .api import gradients
     grad_y, x, scale, pop_mean, pop_var = op.inputs[:5]
     outs = _batch_norm_grad(grad_y, x, scale, pop_mean, pop_var, op.get_attr("epsilon"),
                             op.get_attr("data_format"), op.get_attr("is_training"))
-    ggy, gx, gscale = gradients(list(outs), [grad_y, x, scale],
-                                grad_ys=[grad_grad_x, grad_grad_scale, grad_grad_offset])
+    ggy, gx, gscale = (convert_to_tensor(g) for g in gradients(
+        list(outs), [grad_y, x, scale], grad_ys=[grad_grad_x, grad_grad_scale, grad_grad_offset]))
     return (ggy, gx, gscale) + (None,) * (len(op.inputs) - 3)
 
 

@@ -21,7 +21,9 @@ from bridge.framework.graph import Operation
 
 __all__ = ["GradientFunction", "ACCEPTS_NONE", "RegisterGradient", "register_gradient",
            "NotDifferentiable", "no_gradient", "registered", "get_gradient_function",
-           "add_gradient_source", "gradient_source"]
+           "add_gradient_source", "gradient_source", "accepts_indexed_slices", "returns_indexed_slices",
+           "register_sparse_passthrough", "sparse_passthrough", "takes_indexed_slices",
+           "gives_indexed_slices"]
 
 GradientFunction = Callable[..., Any]
 GradientSource = Callable[[Operation], Optional[GradientFunction]]
@@ -30,8 +32,19 @@ SourceKind = Literal["python", "none", "cpp"]
 # Set on a gradient function that wants None (not zeros) for outputs without gradient.
 ACCEPTS_NONE = "_bridge_gradient_accepts_none"
 
+# Set on a gradient function that takes IndexedSlices output gradients as they
+# are (TF's Identity, Cast, ReadVariableOp gradients pass them on); any other
+# function gets them densified, as TF's ops convert them to tensors.
+ACCEPTS_INDEXED_SLICES = "_bridge_gradient_accepts_indexed_slices"
+# Set on a gradient function that may return IndexedSlices (TF's gathers').
+RETURNS_INDEXED_SLICES = "_bridge_gradient_returns_indexed_slices"
+
 # op type (or override name) -> fn(op, *output_grads) -> input grads; None: not differentiable
 _registry: dict[str, Optional[GradientFunction]] = {}
+
+# op type -> the IndexedSlices-aware gradient used instead of TF's C++ one
+# where the op's output gradient may arrive as IndexedSlices (Identity, Cast).
+_sparse_passthrough: dict[str, GradientFunction] = {}
 
 # Consulted, in order, for op types the registry does not name.
 _sources: list[GradientSource] = []
@@ -60,6 +73,36 @@ class RegisterGradient:
     def __call__(self, fn: GradientFunction) -> GradientFunction:
         register_gradient(self._op_type, fn)
         return fn
+
+
+def accepts_indexed_slices(fn: GradientFunction) -> GradientFunction:
+    """Mark ``fn`` as taking IndexedSlices output gradients as they are."""
+    setattr(fn, ACCEPTS_INDEXED_SLICES, True)
+    return fn
+
+
+def returns_indexed_slices(fn: GradientFunction) -> GradientFunction:
+    """Mark ``fn`` as a gradient that may return IndexedSlices (a gather's)."""
+    setattr(fn, RETURNS_INDEXED_SLICES, True)
+    return fn
+
+
+def takes_indexed_slices(fn: Optional[GradientFunction]) -> bool:
+    return bool(getattr(fn, ACCEPTS_INDEXED_SLICES, False))
+
+
+def gives_indexed_slices(fn: Optional[GradientFunction]) -> bool:
+    return bool(getattr(fn, RETURNS_INDEXED_SLICES, False))
+
+
+def register_sparse_passthrough(op_type: str, fn: GradientFunction) -> None:
+    """``fn`` (IndexedSlices-aware) differentiates ``op_type`` ops whose output
+    gradient may be IndexedSlices; TF's C++ registry keeps the others."""
+    _sparse_passthrough[op_type] = accepts_indexed_slices(fn)
+
+
+def sparse_passthrough(op_type: str) -> Optional[GradientFunction]:
+    return _sparse_passthrough.get(op_type)
 
 
 def register_gradient(op_type: str, fn: Optional[GradientFunction], replace: bool = False) -> None:

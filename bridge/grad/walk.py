@@ -20,6 +20,18 @@ gradients), whose input gradients feed level L+1.  Without Python-handled ops
 the whole subgraph is one block: TensorFlow's own path, one call.
 Gradients reaching a tensor from several consumers are summed with ``AddN``.
 
+Gathers' gradients are ``IndexedSlices`` (values, indices, dense_shape), as
+in TF Python, aggregated as TF's ``_AggregatedGrads`` does: all IndexedSlices
+concatenate (values and indices), a mix with dense gradients is an ``AddN``
+of their densified forms; a tensor's contributions are taken in the order
+TF's walk makes them (its consumers in the order of TF's queue from ys), so
+concatenated rows come in TF's order.  Identity-like ops (Identity, Cast, ReadVariableOp)
+pass them on: an op TF's C++ registry would take gets its IndexedSlices-aware
+Python gradient where its output's gradient may arrive as IndexedSlices
+(:func:`~bridge.grad.registry.register_sparse_passthrough`).  Every other
+consumer, a C++ block included, gets them densified (``UnsortedSegmentSum``,
+TF's ``convert_to_tensor``).
+
 TF's builder works on whole nodes and computes *total* derivatives between
 its ``x``: started from a block's boundary inputs it also walks any path that
 leaves a producer another way and comes back into the block (say ``h`` feeding
@@ -34,14 +46,17 @@ Every gradient op goes under a ``gradients`` name scope (``gradients_1``...).
 """
 from __future__ import annotations
 
+import collections
 import threading
 from typing import Any, Callable, Iterable, Optional
 
 from bridge.framework.errors import OpError
 from bridge.framework.graph import Graph, Operation, Output
-from ._helpers import _add_n, _op, _zeros_like, is_differentiable
+from bridge.framework.indexed_slices import IndexedSlices, convert_to_tensor
+from ._helpers import _op, _zeros_like, aggregate_gradients, is_differentiable
 from .cpp import add_cpp_gradients, clone_op, missing_types, note_missing_gradient
-from .registry import ACCEPTS_NONE, GradientFunction, gradient_source, no_gradient_error
+from .registry import (ACCEPTS_NONE, GradientFunction, gives_indexed_slices, gradient_source, no_gradient_error,
+                       sparse_passthrough, takes_indexed_slices)
 
 __all__ = ["Backprop", "current_call"]
 
@@ -101,23 +116,36 @@ class Backprop:
         self.xs_by_op: dict[Operation, list[Output]] = {}
         for x in self.xs_set:
             self.xs_by_op.setdefault(x.op, []).append(x)
-        self.contribs: dict[Output, list[Output]] = {}
+        # t -> [(position of the consumer in TF's walk, gradient)]
+        self.contribs: dict[Output, list[tuple[int, Any]]] = {}
         self.totals: dict[Output, Optional[Output]] = {}
         self.between = self._ops_between()
         self.order = self._reverse_topological_order()
         self.position = {op: i for i, op in enumerate(self.order)}
         self.kind: dict[Operation, Any] = {}
+        self.fns: dict[Operation, GradientFunction] = {}
+        # Tensors whose gradient may arrive as IndexedSlices (consumers come first in order).
+        self.sparse: set[Output] = set()
         for op in self.order:
+            fn = None
             try:
-                kind, _ = gradient_source(op)
+                kind, fn = gradient_source(op)
             except LookupError as exc:
                 kind = exc  # raised only if a gradient actually reaches the op
+            if kind == "cpp" and any(o in self.sparse for o in op.outputs) and sparse_passthrough(op.type):
+                kind, fn = "python", sparse_passthrough(op.type)  # passes IndexedSlices on, as TF's
             if kind == "cpp" and op.type in missing_types:
                 kind = "cpp alone"  # kept out of blocks: its own call raises the LookupError
             if op in self.stop_ops:
                 kind = "none"  # never differentiated, so never in a C++ block either
             self.kind[op] = kind
+            if kind == "python":
+                self.fns[op] = fn
+                if gives_indexed_slices(fn) or (takes_indexed_slices(fn)
+                                                and any(o in self.sparse for o in op.outputs)):
+                    self.sparse.update(op.inputs)
         self.level = self._levels()
+        self.tf_position = self._tf_positions()
         self.scope = graph.get_name_scope() or "gradients"
 
     # which ops matter -----------------------------------------------------------------
@@ -147,6 +175,28 @@ class Backprop:
                     ready.append(p)
         return order
 
+    def _tf_positions(self) -> dict[Operation, int]:
+        """Each op's turn in TF's gradients_util walk: a FIFO queue from ys' ops,
+        an op joining it when its last consumer between has gone."""
+        pending = dict.fromkeys(self.between, 0)
+        for op in self.between:
+            for t in op.inputs:
+                if t.op in pending:
+                    pending[t.op] += 1
+        queue = collections.deque(dict.fromkeys(y.op for y in self.ys if pending.get(y.op) == 0))
+        position: dict[Operation, int] = {}
+        while queue:
+            op = queue.popleft()
+            position[op] = len(position)
+            if op in self.stop_ops:
+                continue
+            for t in op.inputs:
+                if t.op in pending:
+                    pending[t.op] -= 1
+                    if pending[t.op] == 0:
+                        queue.append(t.op)
+        return position
+
     def _levels(self) -> dict[Operation, int]:
         level: dict[Operation, int] = {}
         for op in self.order:  # consumers come first
@@ -162,14 +212,20 @@ class Backprop:
         return (t.op in self.between or t in self.xs_set) and _carries_gradient(t)
 
     # accumulation ----------------------------------------------------------------------
-    def _contribute(self, t: Output, g: Optional[Output]) -> None:
+    def _contribute(self, t: Output, g: Any, consumer: Optional[Operation] = None) -> None:
         if g is not None:
-            self.contribs.setdefault(t, []).append(g)
+            key = -1 if consumer is None else self.tf_position.get(consumer, len(self.tf_position))
+            self.contribs.setdefault(t, []).append((key, g))
 
-    def _total(self, t: Output) -> Optional[Output]:
+    def _take(self, t: Output) -> list:
+        """The gradients given to ``t``, in TF's order (see the module docstring)."""
+        return [g for _, g in sorted(self.contribs.pop(t, []), key=lambda p: p[0])]
+
+    def _total(self, t: Output) -> Any:
+        """The summed gradient of ``t``: an Output, IndexedSlices or None."""
         if t not in self.totals:
-            parts = self.contribs.pop(t, [])
-            self.totals[t] = _add_n(parts) if parts else None
+            parts = self._take(t)
+            self.totals[t] = aggregate_gradients(parts) if parts else None
         return self.totals[t]
 
     def run(self) -> list[Optional[Output]]:
@@ -250,7 +306,7 @@ class Backprop:
         saved = {t: list(self.contribs[t]) for t in seeded}
         ys, dys = [], []
         for t in seeded:
-            dys.append(_add_n(self.contribs.pop(t)))
+            dys.append(convert_to_tensor(aggregate_gradients(self._take(t))))
             # TF's builder stops at a y's op and would drop paths through the op's
             # consumers inside the block; an Identity beyond the op keeps them.
             feeds_block = any(c in members for out in t.op.outputs for c in out.consumers())
@@ -262,7 +318,8 @@ class Backprop:
             self.contribs.update(saved)  # the per-op walk pinpoints the op, or gets past it
             return [("op", op) for op in block]
         for t, g in zip(boundary, result):
-            self._contribute(t, g)
+            self._contribute(t, g, min((c for c in t.consumers() if c in members),
+                                       key=lambda c: self.tf_position.get(c, len(self.tf_position))))
         for x, g in zip(inner_xs, result[len(boundary):]):
             self.totals[x] = g  # TF's result already includes the seed given to x
         for op in block:
@@ -318,17 +375,20 @@ class Backprop:
         if kind == "none":
             return
         if kind == "python":
-            grads = self._python_gradient(op, gradient_source(op)[1], out_grads)
+            grads = self._python_gradient(op, self.fns[op], out_grads)
             for i in needed:
-                self._contribute(inputs[i], grads[i])
+                self._contribute(inputs[i], grads[i], op)
             return
         tensors = list(dict.fromkeys(inputs[i] for i in needed))
+        out_grads = [convert_to_tensor(g) for g in out_grads]
         for t, g in zip(tensors, self._cpp_gradient(op, out_grads, tensors)):
-            self._contribute(t, g)
+            self._contribute(t, g, op)
 
     def _python_gradient(self, op: Operation, fn: GradientFunction,
                          out_grads: list[Optional[Output]]) -> list[Optional[Output]]:
         grads = list(out_grads)
+        if not takes_indexed_slices(fn):
+            grads = [convert_to_tensor(g) for g in grads]
         if not getattr(fn, ACCEPTS_NONE, False):
             for i, o in enumerate(op.outputs):
                 if grads[i] is None and is_differentiable(o.dtype):
@@ -336,16 +396,16 @@ class Backprop:
         with self.graph.name_scope(f"{op.name}_grad"):
             result = fn(op, *grads)
         n = op.num_inputs
-        if isinstance(result, Output) or result is None:
+        if isinstance(result, (Output, IndexedSlices)) or result is None:
             result = [result]
         result = list(result)
         if len(result) != n:
             raise ValueError(f"the gradient function of {op.type} returned {len(result)} gradients, "
                              f"but operation '{op.name}' has {n} inputs")
         for i, g in enumerate(result):
-            if g is not None and not isinstance(g, Output):
+            if g is not None and not isinstance(g, (Output, IndexedSlices)):
                 raise TypeError(f"the gradient function of {op.type} returned {g!r} for input {i} "
-                                f"of '{op.name}'; expected an Output or None")
+                                f"of '{op.name}'; expected an Output, IndexedSlices or None")
         return result
 
     def _cpp_gradient(self, op: Operation, out_grads: list[Optional[Output]],

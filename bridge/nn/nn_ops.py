@@ -35,6 +35,7 @@ __all__ = [
     "dropout", "moments", "batch_normalization", "fused_batch_norm", "l2_loss",
     "softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2",
     "sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits",
+    "embedding_lookup",
 ]
 
 
@@ -395,6 +396,36 @@ def fused_batch_norm(x: Any, scale: Any, offset: Any, mean: Any = None, variance
 def l2_loss(t: Any, name: Optional[str] = None) -> Output:
     """sum(t ** 2) / 2 (L2Loss)."""
     return ops.l2_loss(t, name=name)
+
+
+def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", name: Optional[str] = None,
+                     validate_indices: bool = True, max_norm: Any = None) -> Output:
+    """``tf.compat.v1.nn.embedding_lookup`` of one table (a Variable, a tensor,
+    or a list of one): the rows ``ids`` of ``params``, TF's graph
+    (``embedding_lookup`` = ``ResourceGather`` for a Variable, ``GatherV2``
+    for a tensor, colocated with the table, then ``embedding_lookup/Identity``).
+    The gradient with respect to the table is IndexedSlices of those rows."""
+    from bridge.ops.array_ops import gather
+    del partition_strategy, validate_indices
+    if params is None:
+        raise ValueError("params must be specified")
+    if isinstance(params, (list, tuple)):
+        if not params:
+            raise ValueError("Length of params is currently 0. Need at least one param.")
+        if len(params) > 1:
+            raise NotImplementedError("embedding_lookup: the bridge looks up one table; "
+                                      "partitioned tables (several params) are not supported")
+        params = params[0]
+    if max_norm is not None:
+        raise NotImplementedError("embedding_lookup: max_norm is not supported by the bridge")
+    with name_scope(name, "embedding_lookup", [params, ids]) as scope:
+        graph = get_default_graph()
+        if not isinstance(params, Variable):
+            params = _convert(params, "params")
+        ids = _convert(ids, "ids")
+        with graph.colocate_with(params if isinstance(params, Variable) else params.op):
+            result = gather(params, ids, name=scope)
+        return ops.identity(result, name="Identity")
 
 
 # --- cross entropies ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from bridge.framework import dtypes
 from bridge.framework.builders import constant, convert_to_output
 from bridge.framework.graph import Output, get_default_graph
 
-__all__ = ["boolean_mask"]
+__all__ = ["boolean_mask", "gather"]
 
 
 def _ops() -> Any:
@@ -43,6 +43,26 @@ def _concat(values: list, axis: int) -> Output:
     TF's conversion of a list input does (``concat/values_<i>``)."""
     parts = [_ops().pack(v, name=f"concat/values_{i}") if isinstance(v, list) else v for i, v in enumerate(values)]
     return _ops().concat_v2(parts, axis, name="concat")
+
+
+def gather(params: Any, indices: Any, validate_indices: Any = None, name: Optional[str] = None,
+           axis: Any = None, batch_dims: int = 0) -> Output:
+    """``tf.compat.v1.gather``: slices of ``params`` along ``axis`` (default
+    ``batch_dims``) at ``indices``.  On axis 0, a Variable is read by its
+    ``sparse_read`` (one ``ResourceGather``, as TF's resource variables), so
+    the gradient is IndexedSlices of the rows read; a tensor through
+    ``GatherV2``, whose gradient is IndexedSlices too."""
+    from bridge.framework.builders import Variable
+    from bridge.framework.indexed_slices import constant_value
+    del validate_indices
+    if axis is None:
+        axis = batch_dims
+    static_axis = constant_value(axis) if isinstance(axis, Output) else np.asarray(axis)
+    if static_axis is None or static_axis.ndim != 0 or int(static_axis) != 0:
+        return _ops().gather_v2(params, indices, axis, batch_dims=batch_dims, name=name or "GatherV2")
+    if isinstance(params, Variable):
+        return params.sparse_read(indices, name=name)
+    return _ops().gather_v2(params, indices, axis, name=name or "GatherV2")
 
 
 def boolean_mask(tensor: Any, mask: Any, name: str = "boolean_mask", axis: Optional[int] = None) -> Output:

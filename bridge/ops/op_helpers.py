@@ -26,6 +26,7 @@ import numpy as np
 from bridge.framework import dtypes
 from bridge.framework.attrs import convert_attr, short_repr
 from bridge.framework.graph import Graph, Operation, Output, get_default_graph
+from bridge.framework.indexed_slices import IndexedSlices, convert_to_tensor
 from bridge.framework.tensor import Tensor
 
 
@@ -257,6 +258,8 @@ class OpBuilder:
     def _item_dtype(self, inp: _Input, value: Any) -> dtypes.DType:
         if isinstance(value, Output):
             return output_dtype(value)[0]
+        if isinstance(value, IndexedSlices):
+            return value.dtype
         var = _variable_output(value, None)
         if var is not None:
             return output_dtype(var)[0]
@@ -268,8 +271,8 @@ class OpBuilder:
             raise self._error(f"input '{inp.arg}': {exc}") from None
 
     def _pick_type(self, attr: str, items: list) -> dtypes.DType:
-        for inp, v in items:  # an Output (or Variable) decides
-            if isinstance(v, Output) or _variable_output(v, None) is not None:
+        for inp, v in items:  # an Output (or Variable, IndexedSlices) decides
+            if isinstance(v, (Output, IndexedSlices)) or _variable_output(v, None) is not None:
                 return self._item_dtype(inp, v)
         for inp, v in items:  # then a value with its own dtype
             if _has_definite_dtype(v):
@@ -327,6 +330,8 @@ class OpBuilder:
                  const_name: str) -> Output:
         if isinstance(value, Output):
             return self._check_output(inp, value, wanted)
+        if isinstance(value, IndexedSlices):  # TF's convert_to_tensor: densified
+            return self._check_output(inp, convert_to_tensor(value), wanted)
         var = _variable_output(value, wanted)
         if var is not None:
             return self._check_output(inp, var, wanted)

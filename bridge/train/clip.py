@@ -3,7 +3,10 @@
 the bridge keeps them in ``bridge.train``).
 
 Each builds the op sequence TF Python builds (L2Loss, Sum, Sqrt, Select,
-Maximum, ...), so the clipped values agree with TF's to the last bit.
+Maximum, ...), so the clipped values agree with TF's to the last bit.  As
+TF's, they take ``IndexedSlices`` (a gather's gradient) too: the norms are
+those of their ``values`` (rows gathered twice count twice, as in TF), and
+a clipped IndexedSlices keeps its indices.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 from bridge.framework import dtypes
 from bridge.framework.builders import Variable, constant, convert_to_output
 from bridge.framework.graph import Output, get_default_graph
+from bridge.framework.indexed_slices import IndexedSlices
 from bridge import ops
 from .optimizer import cast
 
@@ -33,9 +37,16 @@ def _all_axes(t: Output) -> Output:
     return constant(np.arange(len(shape), dtype=np.int32), name="Const")
 
 
-def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: Optional[str] = None) -> Output:
+def _values(t: Any) -> Any:
+    return t.values if isinstance(t, IndexedSlices) else t
+
+
+def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: Optional[str] = None) -> Any:
     """``t * clip_norm / max(l2norm(t), clip_norm)``: ``t`` rescaled so that its
-    L2 norm (over ``axes``, default all) is at most ``clip_norm``."""
+    L2 norm (over ``axes``, default all) is at most ``clip_norm``; of an
+    IndexedSlices, its values (the result keeps its indices)."""
+    if isinstance(t, IndexedSlices):
+        return IndexedSlices(clip_by_norm(t.values, clip_norm, axes, name), t.indices, t.dense_shape)
     g = get_default_graph()
     with g.name_scope(name or "clip_by_norm") as scope:
         values = convert_to_output(t, name="t")
@@ -62,7 +73,7 @@ def global_norm(t_list: Sequence[Any], name: Optional[str] = None) -> Output:
         raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
     g = get_default_graph()
     with g.name_scope(name or "global_norm"):
-        values = [None if t is None else convert_to_output(t, name=f"t_{i}") for i, t in enumerate(t_list)]
+        values = [None if t is None else convert_to_output(_values(t), name=f"t_{i}") for i, t in enumerate(t_list)]
         half_squared_norms = []
         for v in values:
             if v is not None:
@@ -77,9 +88,10 @@ def global_norm(t_list: Sequence[Any], name: Optional[str] = None) -> Output:
 
 
 def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Optional[Output] = None,
-                        name: Optional[str] = None) -> tuple[list[Optional[Output]], Output]:
+                        name: Optional[str] = None) -> tuple[list[Any], Output]:
     """``(clipped list, global norm)``: every tensor times
-    ``clip_norm / max(global_norm, clip_norm)`` (None entries stay None).
+    ``clip_norm / max(global_norm, clip_norm)`` (None entries stay None; an
+    IndexedSlices' values, its indices kept).
     Pass ``use_norm`` to reuse a norm already computed."""
     if not isinstance(t_list, (list, tuple)):
         raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
@@ -101,8 +113,8 @@ def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Optiona
             if t is None:
                 clipped.append(None)
                 continue
-            v = convert_to_output(t, name=f"t_{i}")
+            v = convert_to_output(_values(t), name=f"t_{i}")
             with g.colocate_with(v.op):
-                clipped.append(ops.identity(ops.mul(v, cast(scale, v.dtype)),
-                                            name=f"{scope}_{i}"))
+                c_v = ops.identity(ops.mul(v, cast(scale, v.dtype)), name=f"{scope}_{i}")
+            clipped.append(IndexedSlices(c_v, t.indices, t.dense_shape) if isinstance(t, IndexedSlices) else c_v)
     return clipped, use_norm

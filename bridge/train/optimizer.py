@@ -16,10 +16,14 @@ TF Python builds, name for name where it matters:
 - updates under ``<Optimizer>/update_<var>/``, the train op named
   ``<Optimizer>`` (a NoOp, or the global step's increment).
 
-A subclass implements ``_create_slots``, ``_prepare`` and
-``_resource_apply_dense`` (and may override ``_finish``), as in TF.
-Gradients are always dense here: ``bridge.gradients`` densifies what TF
-returns as ``IndexedSlices``, so there is no sparse path.
+A subclass implements ``_create_slots``, ``_prepare``,
+``_resource_apply_dense`` and ``_resource_apply_sparse`` (and may override
+``_finish``), as in TF.  A gradient that is ``IndexedSlices`` (a gather's,
+see ``bridge.gradients``) goes to ``_resource_apply_sparse_duplicate_indices``:
+by default its repeated indices are summed first (``Unique`` +
+``UnsortedSegmentSum``, TF's ``_deduplicate_indexed_slices``), then
+``_resource_apply_sparse`` updates only those rows; GradientDescent
+overrides it with one ``ResourceScatterAdd``, as TF's.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from bridge.framework import dtypes
 from bridge import ops
 from bridge.framework.builders import Variable, constant, trainable_variables
 from bridge.framework.graph import Graph, Operation, Output, get_default_graph
+from bridge.framework.indexed_slices import IndexedSlices
 
 #: What TF's optimizers accept for the loss, the variables and the gradients.
 VALID_DTYPES = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
@@ -184,7 +189,7 @@ class Optimizer:
             if g is not None:
                 if isinstance(g, Variable):
                     g = g.value()
-                if not isinstance(g, Output):
+                if not isinstance(g, (Output, IndexedSlices)):
                     raise TypeError("Gradient must be convertible to a Tensor"
                                     " or IndexedSlices, or None: %s" % (g,))
             if isinstance(v, Output):
@@ -211,7 +216,11 @@ class Optimizer:
                         raise TypeError(f"gradient '{grad.name}' is {grad.dtype.name}, but variable "
                                         f"'{var.name}' is {var.dtype.name}")
                     with graph.name_scope("update_" + var.name), graph.colocate_with(var.op):
-                        update_ops.append(self._resource_apply_dense(grad, var))
+                        if isinstance(grad, IndexedSlices):
+                            update_ops.append(self._resource_apply_sparse_duplicate_indices(
+                                grad.values, var, grad.indices))
+                        else:
+                            update_ops.append(self._resource_apply_dense(grad, var))
                 if global_step is None:
                     train_op = self._finish(update_ops, scope)
                 else:
@@ -251,6 +260,18 @@ class Optimizer:
         """Make the hyperparameter tensors, inside the optimizer's name scope."""
 
     def _resource_apply_dense(self, grad: Output, var: Variable) -> Operation:
+        raise NotImplementedError()
+
+    def _resource_apply_sparse_duplicate_indices(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        """Apply the rows ``grad`` at ``indices``, which may repeat: summed per
+        index first (TF's ``_deduplicate_indexed_slices``), then
+        ``_resource_apply_sparse``.  An optimizer whose update handles repeats
+        itself overrides this instead."""
+        summed_grad, unique_indices = _deduplicate_indexed_slices(grad, indices)
+        return self._resource_apply_sparse(summed_grad, var, unique_indices)
+
+    def _resource_apply_sparse(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        """Apply the rows ``grad`` at the unique ``indices`` (a ``ResourceSparseApply*`` kernel)."""
         raise NotImplementedError()
 
     def _finish(self, update_ops: list[Operation], name_scope: str) -> Operation:
@@ -320,8 +341,20 @@ def _create_slot(var: Variable, initializer: Callable[[], Output], op_name: str)
         return Variable(init, name=scope, trainable=False, graph=graph)
 
 
-def _tuple(grads: list[Optional[Output]], graph: Graph) -> list[Optional[Output]]:
-    """``tf.tuple``: each gradient through an Identity that waits for all of them."""
+def _deduplicate_indexed_slices(values: Output, indices: Output) -> tuple[Output, Output]:
+    """(values summed per unique index, the unique indices), TF's ``_deduplicate_indexed_slices``."""
+    unique_indices, new_index_positions = ops.unique(indices)
+    shape = ops.shape(unique_indices, name="Shape")
+    rows = ops.strided_slice(shape, constant(np.array([0], np.int32), name="strided_slice/stack"),
+                             constant(np.array([1], np.int32), name="strided_slice/stack_1"),
+                             constant(np.array([1], np.int32), name="strided_slice/stack_2"),
+                             shrink_axis_mask=1, name="strided_slice")
+    return ops.unsorted_segment_sum(values, new_index_positions, rows), unique_indices
+
+
+def _tuple(grads: list[Any], graph: Graph) -> list[Any]:
+    """``tf.tuple``: each gradient through an Identity that waits for all of them
+    (an IndexedSlices' values, as TF's ``with_dependencies``)."""
     present = [g for g in grads if g is not None]
     if not present:
         return grads
@@ -333,7 +366,11 @@ def _tuple(grads: list[Optional[Output]], graph: Graph) -> list[Optional[Output]
                 out.append(None)
                 continue
             with graph.control_dependencies([gate]):
-                out.append(ops.identity(g, name="control_dependency"))
+                if isinstance(g, IndexedSlices):
+                    out.append(IndexedSlices(ops.identity(g.values, name="control_dependency"),
+                                             g.indices, g.dense_shape))
+                else:
+                    out.append(ops.identity(g, name="control_dependency"))
         return out
 
 

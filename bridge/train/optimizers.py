@@ -4,19 +4,26 @@ Same names, defaults, slot names and update order as TF (see
 ``bridge.train.optimizer``): a checkpoint of the bridge's training state
 holds the names TF's holds (``w/Adam``, ``w/Adam_1``, ``beta1_power``, ...).
 
-| optimizer | kernel | slots (``get_slot`` name: variable name) |
+| optimizer | kernel (dense; IndexedSlices) | slots (``get_slot`` name: variable name) |
 | --- | --- | --- |
-| GradientDescentOptimizer | ResourceApplyGradientDescent | none |
-| MomentumOptimizer | ResourceApplyMomentum | momentum: ``<var>/Momentum`` |
-| AdamOptimizer | ResourceApplyAdam | m: ``<var>/Adam``, v: ``<var>/Adam_1`` (+ ``beta1_power``, ``beta2_power``) |
-| RMSPropOptimizer | ResourceApply(Centered)RMSProp | rms: ``<var>/RMSProp``, (mg: ``<var>/RMSProp_1``,) momentum |
-| AdagradOptimizer | ResourceApplyAdagrad | accumulator: ``<var>/Adagrad`` |
+| GradientDescentOptimizer | ResourceApplyGradientDescent; ResourceScatterAdd of ``-grad * lr`` | none |
+| MomentumOptimizer | ResourceApplyMomentum; ResourceSparseApplyMomentum | momentum: ``<var>/Momentum`` |
+| AdamOptimizer | ResourceApplyAdam; TF's fallback: ``m = m * beta1`` then ResourceScatterAdd, ``v`` likewise, ``var -= lr_t * m / (sqrt(v) + eps)`` | m: ``<var>/Adam``, v: ``<var>/Adam_1`` (+ ``beta1_power``, ``beta2_power``) |
+| RMSPropOptimizer | ResourceApply(Centered)RMSProp; ResourceSparseApply(Centered)RMSProp | rms: ``<var>/RMSProp``, (mg: ``<var>/RMSProp_1``,) momentum |
+| AdagradOptimizer | ResourceApplyAdagrad; ResourceSparseApplyAdagrad | accumulator: ``<var>/Adagrad`` |
+
+The sparse kernels get the gradient's rows summed per index first (see
+``Optimizer._resource_apply_sparse_duplicate_indices``), as TF's; TF's
+sparse Adam, followed here for equal values, still reads and writes the
+whole of ``m``, ``v`` and the variable each step.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from bridge.framework.builders import Variable
+import numpy as np
+
+from bridge.framework.builders import Variable, constant
 from bridge.framework.graph import Operation, Output
 from bridge import ops
 from .optimizer import Optimizer, cast, filled, group, to_output
@@ -39,6 +46,11 @@ class GradientDescentOptimizer(Optimizer):
     def _resource_apply_dense(self, grad: Output, var: Variable) -> Operation:
         return ops.resource_apply_gradient_descent(
             var.handle, cast(self._learning_rate_tensor, grad.dtype), grad, use_locking=self._use_locking)
+
+    def _resource_apply_sparse_duplicate_indices(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        # Repeated indices add up in the scatter itself: no deduplication (TF's override).
+        return ops.resource_scatter_add(
+            var.handle, indices, ops.mul(ops.neg(grad), cast(self._learning_rate_tensor, grad.dtype)))
 
 
 class MomentumOptimizer(Optimizer):
@@ -64,6 +76,13 @@ class MomentumOptimizer(Optimizer):
         mom = self.get_slot(var, "momentum")
         return ops.resource_apply_momentum(
             var.handle, mom.handle, cast(self._learning_rate_tensor, grad.dtype), grad,
+            cast(self._momentum_tensor, grad.dtype), use_locking=self._use_locking,
+            use_nesterov=self._use_nesterov)
+
+    def _resource_apply_sparse(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        mom = self.get_slot(var, "momentum")
+        return ops.resource_sparse_apply_momentum(
+            var.handle, mom.handle, cast(self._learning_rate_tensor, grad.dtype), grad, indices,
             cast(self._momentum_tensor, grad.dtype), use_locking=self._use_locking,
             use_nesterov=self._use_nesterov)
 
@@ -113,6 +132,40 @@ class AdamOptimizer(Optimizer):
             cast(beta1_power.read_value(), dt), cast(beta2_power.read_value(), dt),
             cast(self._lr_t, dt), cast(self._beta1_t, dt), cast(self._beta2_t, dt),
             cast(self._epsilon_t, dt), grad, use_locking=self._use_locking)
+
+    def _resource_apply_sparse(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        """TF's ``_apply_sparse_shared`` with ``_resource_scatter_add``: the same
+        ops in the same order, so the values are TF's to the bit."""
+        graph = var.graph
+        dt = var.dtype
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        beta1_power = cast(beta1_power.read_value(), dt)
+        beta2_power = cast(beta2_power.read_value(), dt)
+        lr_t, beta1_t = cast(self._lr_t, dt), cast(self._beta1_t, dt)
+        beta2_t, epsilon_t = cast(self._beta2_t, dt), cast(self._epsilon_t, dt)
+        one = lambda: constant(np.asarray(1, dt.as_numpy_dtype), name="sub/x")  # noqa: E731
+        lr = ops.real_div(ops.mul(lr_t, ops.sqrt(ops.sub(one(), beta2_power, name="sub"), name="Sqrt"), name="mul"),
+                          ops.sub(one(), beta1_power, name="sub"), name="truediv")
+        m = self.get_slot(var, "m")
+        m_scaled_g_values = ops.mul(grad, ops.sub(one(), beta1_t, name="sub"), name="mul")
+        m_t = m.assign(ops.mul(m.read_value(), beta1_t, name="mul"))
+        with graph.control_dependencies([m_t]):
+            m_t = self._resource_scatter_add(m, indices, m_scaled_g_values)
+        v = self.get_slot(var, "v")
+        v_scaled_g_values = ops.mul(ops.mul(grad, grad, name="mul"), ops.sub(one(), beta2_t, name="sub"), name="mul")
+        v_t = v.assign(ops.mul(v.read_value(), beta2_t, name="mul"))
+        with graph.control_dependencies([v_t]):
+            v_t = self._resource_scatter_add(v, indices, v_scaled_g_values)
+        v_sqrt = ops.sqrt(v_t, name="Sqrt")
+        var_update = var.assign_sub(ops.real_div(ops.mul(lr, m_t, name="mul"),
+                                                 ops.add_v2(v_sqrt, epsilon_t, name="add"), name="truediv"))
+        return group([var_update, m_t.op, v_t.op], "group_deps")
+
+    @staticmethod
+    def _resource_scatter_add(x: Variable, i: Output, v: Output) -> Output:
+        graph = x.graph
+        with graph.control_dependencies([ops.resource_scatter_add(x.handle, i, v)]):
+            return x.read_value()
 
     def _finish(self, update_ops: list[Operation], name_scope: str) -> Operation:
         beta1_power, beta2_power = self._get_beta_accumulators()
@@ -164,6 +217,20 @@ class RMSPropOptimizer(Optimizer):
         return ops.resource_apply_rms_prop(
             var.handle, rms.handle, mom.handle, *hyper, grad, use_locking=self._use_locking)
 
+    def _resource_apply_sparse(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        rms = self.get_slot(var, "rms")
+        mom = self.get_slot(var, "momentum")
+        dt = grad.dtype
+        hyper = (cast(self._learning_rate_tensor, dt), cast(self._decay_tensor, dt),
+                 cast(self._momentum_tensor, dt), cast(self._epsilon_tensor, dt))
+        if self._centered:
+            mg = self.get_slot(var, "mg")
+            return ops.resource_sparse_apply_centered_rms_prop(
+                var.handle, mg.handle, rms.handle, mom.handle, *hyper, grad, indices,
+                use_locking=self._use_locking)
+        return ops.resource_sparse_apply_rms_prop(
+            var.handle, rms.handle, mom.handle, *hyper, grad, indices, use_locking=self._use_locking)
+
 
 class AdagradOptimizer(Optimizer):
     """Adagrad (ResourceApplyAdagrad, as TF's compat.v1 optimizer uses: no
@@ -191,4 +258,10 @@ class AdagradOptimizer(Optimizer):
         acc = self.get_slot(var, "accumulator")
         return ops.resource_apply_adagrad(
             var.handle, acc.handle, cast(self._learning_rate_tensor, grad.dtype), grad,
+            use_locking=self._use_locking)
+
+    def _resource_apply_sparse(self, grad: Output, var: Variable, indices: Output) -> Operation:
+        acc = self.get_slot(var, "accumulator")
+        return ops.resource_sparse_apply_adagrad(
+            var.handle, acc.handle, cast(self._learning_rate_tensor, grad.dtype), grad, indices,
             use_locking=self._use_locking)

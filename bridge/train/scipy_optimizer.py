@@ -238,13 +238,14 @@ class ScipyOptimizer:
         return parts
 
     def _build(self) -> None:
+        from bridge.framework.indexed_slices import convert_to_tensor
         from bridge.grad import gradients
 
         g = self.graph
         fetches = [self.loss]
         self._grad = self._hessp = self._vector = None
         if self._method not in _GRADIENT_FREE:
-            grads = gradients(self.loss, self.var_list, name="gradients")
+            grads = [convert_to_tensor(g) for g in gradients(self.loss, self.var_list, name="gradients")]
             for v, gr in zip(self.var_list, grads):
                 if gr is None:
                     raise ValueError(f"ScipyOptimizer: loss '{self.loss.name}' has no gradient with respect to "
@@ -260,7 +261,8 @@ class ScipyOptimizer:
                         dot = ops.sum(ops.reshape(ops.mul(gr, piece), [-1]), 0)
                         dots.append(dot if dot.dtype == dtypes.float64 else ops.cast(dot, DstT=dtypes.float64))
                     gv = dots[0] if len(dots) == 1 else ops.add_n(dots)
-                    hv = gradients(gv, self.var_list, name="gradients", unconnected_gradients="zero")
+                    hv = [convert_to_tensor(g) for g in
+                          gradients(gv, self.var_list, name="gradients", unconnected_gradients="zero")]
                     self._hessp = self._pack(hv, "product")
                 fetches.append(self._hessp)
         with g.name_scope("assign"):

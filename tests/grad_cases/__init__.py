@@ -314,7 +314,9 @@ def bridge_gradients(c: GradCase, built: Built) -> tuple[list, Any]:
                 for g in grads]
 
     with graph.as_default():
-        first = bridge.gradients(built.ys, built.xs, grad_ys=built.grad_ys)
+        # IndexedSlices (gathers) densified, as the oracle's tf.convert_to_tensor
+        # (and TF's ops, for the second order).
+        first = [bridge.convert_to_tensor(g) for g in bridge.gradients(built.ys, built.xs, grad_ys=built.grad_ys)]
         second = None
         if c.second:
             parts = [ops.sum(ops.reshape(ops.mul(g, v), [-1]), 0)
@@ -322,7 +324,7 @@ def bridge_gradients(c: GradCase, built: Built) -> tuple[list, Any]:
             if parts:
                 z = ops.add_n(parts) if len(parts) > 1 else parts[0]
                 try:
-                    second = bridge.gradients(z, built.xs)
+                    second = [bridge.convert_to_tensor(g) for g in bridge.gradients(z, built.xs)]
                 except Exception as exc:  # compared with the oracle's own failure
                     second = f"{type(exc).__name__}: {exc}"
         first_f = fetchable(first)

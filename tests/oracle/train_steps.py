@@ -14,15 +14,27 @@ tf.compat.v1 graph, trained for ``steps`` steps.  Request (plain data)::
                 "global_step": bool,             # get_or_create_global_step, passed to minimize
                 "clip": None | {"global_norm": c} | {"norm": c},   # compute -> clip -> apply
                 "scope": None | str,             # name scope around the optimizer
-                "dtype": "float64" | "float32"}, ...],
+                "dtype": "float64" | "float32",
+                "embedding": None | {            # the embedding model (below), else the MLP
+                    "table": array, "ids": int array, "ids2": int array | None,
+                    "dense_read": bool}}, ...],
      "clip_values": {"tensors": [array | None, ...], "clip_norm": float, "axes_case": (array, axes, c)},
      "errors": [name, ...]}
+
+The embedding model puts a table variable ``emb`` first and feeds the MLP
+``x + embedding_lookup(emb, ids)`` (``* tf.gather(emb, ids2)``, a second
+sparse read, when given; ``+ 0.01 * mean(emb ** 2)`` on the loss, a dense
+read, with ``dense_read``): TF's gradient for ``emb`` is then IndexedSlices
+(concatenated over the two reads), or dense when mixed with the dense read,
+and its optimizers take their sparse or dense update paths.
 
 Response: ``{"results": {name: {...}}, "clip": {...}, "errors": {name: "Type: message"}}``:
 per case the loss before each step (and the learning rate, for schedules),
 the global step at the end, the names of tf.compat.v1.global_variables() in
 creation order, the slot names, the optimizer's variables, the train op's
-name and type, and every variable's final value by name.
+name and type, and every variable's final value by name; for the embedding
+model also ``grad_kinds``, what ``compute_gradients`` returns per variable
+("IndexedSlices" or "Tensor").
 """
 from __future__ import annotations
 
@@ -67,10 +79,33 @@ def build_model(data: dict, dtype: str):
     return variables, loss
 
 
+def build_embedding_model(data: dict, dtype: str, spec: dict):
+    cast = {k: np.asarray(v, dtype) for k, v in data.items()}
+    emb = v1.Variable(np.asarray(spec["table"], dtype), name="emb", use_resource=True)
+    variables = [v1.Variable(cast[n], name=n, use_resource=True) for n in ("w1", "b1", "w2", "b2")]
+    w1, b1, w2, b2 = variables
+    x, y = tf.constant(cast["x"]), tf.constant(cast["y"])
+    feat = v1.nn.embedding_lookup(emb, tf.constant(np.asarray(spec["ids"])))
+    if spec.get("ids2") is not None:
+        # A product, not a sum: Grappler would rewrite x + (a + b) into an AddN
+        # (another rounding) in TF's session, not in the bridge's.
+        feat = raw.Mul(x=feat, y=v1.gather(emb, tf.constant(np.asarray(spec["ids2"]))))
+    h = raw.Tanh(x=raw.AddV2(x=raw.MatMul(a=raw.AddV2(x=x, y=feat), b=w1.value()), y=b1.value()))
+    pred = raw.AddV2(x=raw.MatMul(a=h, b=w2.value()), y=b2.value())
+    loss = raw.Mean(input=raw.Square(x=raw.Sub(x=pred, y=y)), axis=[0, 1])
+    if spec.get("dense_read"):
+        penalty = raw.Mean(input=raw.Square(x=emb.value()), axis=[0, 1])
+        loss = raw.AddV2(x=loss, y=raw.Mul(x=tf.constant(np.asarray(0.01, dtype)), y=penalty))
+    return [emb] + variables, loss
+
+
 def run_case(case: dict, data: dict, steps: int) -> dict:
     graph = tf.Graph()
     with graph.as_default():
-        variables, loss = build_model(data, case.get("dtype", "float64"))
+        if case.get("embedding") is not None:
+            variables, loss = build_embedding_model(data, case.get("dtype", "float64"), case["embedding"])
+        else:
+            variables, loss = build_model(data, case.get("dtype", "float64"))
         step = v1.train.get_or_create_global_step() if case.get("global_step") else None
         lr = learning_rate(case["learning_rate"], step)
         with tf.name_scope(case["scope"]) if case.get("scope") else _null():
@@ -89,6 +124,10 @@ def run_case(case: dict, data: dict, steps: int) -> dict:
         all_vars = v1.global_variables()
         finals = {v.op.name: v.read_value() for v in all_vars}
         init = v1.global_variables_initializer()
+        kinds = None
+        if case.get("embedding") is not None:  # after the train op: its names are as without
+            kinds = ["IndexedSlices" if isinstance(g, tf.IndexedSlices) else "Tensor"
+                     for g, _ in make_optimizer(case, 0.1).compute_gradients(loss)]
     fetch_lr = isinstance(lr, tf.Tensor)
     losses, rates = [], []
     with v1.Session(graph=graph, config=_common.SESSION_CONFIG) as sess:
@@ -103,7 +142,7 @@ def run_case(case: dict, data: dict, steps: int) -> dict:
             "global_step": global_step, "variables": [v.op.name for v in all_vars],
             "slot_names": opt.get_slot_names(),
             "optimizer_variables": [v.op.name for v in _in(graph, opt.variables)],
-            "train_op": (train.name, train.type), "final": final}
+            "train_op": (train.name, train.type), "final": final, "grad_kinds": kinds}
 
 
 def _in(graph, fn):
