@@ -247,40 +247,77 @@ def test_cli_build_of_an_op_name_tensorflow_has_exits_non_zero(tmp_path):
 
 
 RUN_CLASH = """
-import sys
+import importlib, sys, time
 from pathlib import Path
 from bridge import customop
 
-first, second = map(Path, sys.argv[1:])
-customop.load(first)          # registers the op type LoadClashGrad
-library = customop.build(second)  # not built into TensorFlow: the build goes ahead
+build_module = importlib.import_module("bridge.customop.build")  # customop.build is the function
+
+first, second, third = map(Path, sys.argv[1:])
+module = customop.load(first)     # registers the op type LoadClashGrad
+assert customop.load(first) is module  # the same op again: fine
+for folder in (second, third, first):
+    if folder == first:           # the same folder, its spec changed: a new build it could not load
+        (first / "custom_op.txt").write_text("# changed\\n" + (first / "custom_op.txt").read_text())
+    started = time.monotonic()
+    try:
+        customop.load(folder)
+        raise SystemExit(f"loaded {folder}, whose op names another loaded library took")
+    except customop.SpecError as e:
+        print(e)
+    assert time.monotonic() - started < 10, "refused after a build"
+    builds = sorted(p.name for p in (folder / "build").iterdir()) if (folder / "build").exists() else []
+    print(folder.name, "builds:", len([b for b in builds if not b.startswith(".")]))
+
+# build() is not load(): it builds what a new process may load (stopped here before cmake).
+def no_compiler(spec, work, report):
+    raise RuntimeError("would compile " + spec.name)
+build_module._build_in = no_compiler
 try:
-    customop.load(second)     # LoadClash's gradient op would be LoadClashGrad
-    raise SystemExit("loaded an op whose gradient op's name another library took")
-except customop.SpecError as e:
+    raise SystemExit(f"built {customop.build(second)}")
+except RuntimeError as e:
     print(e)
 """
 
 
 @needs_toolchain
-def test_load_refuses_an_op_type_another_loaded_library_registered(tmp_path):
-    """Names of ops that libraries loaded in this process registered are not
-    the build's business (another build of the same op is one of them), but
-    load() still refuses them: here the gradient op's name."""
-    first, second = tmp_path / "first", tmp_path / "second"
+def test_load_refuses_an_op_type_another_loaded_library_registered_before_building(tmp_path):
+    """An op name (here the gradient op's, then the op's own) that a library
+    loaded in this process registered is refused by load() before anything
+    is built (it was refused only after a full 30-70 s build), naming both
+    folders; so is a changed spec of a folder already loaded.  build() still
+    goes ahead: a name of a loaded library is not built into TensorFlow."""
+    tmp_path = tmp_path.resolve()
+    first, second, third = tmp_path / "first", tmp_path / "second", tmp_path / "third"
+    grad_clash = "LoadClashGrad\nint64 x(n)\nint64 y(n) -> output\n"
     for folder, text, julia in [
-            (first, "LoadClashGrad\nint64 x(n)\nint64 y(n) -> output\n", "load_clash_grad(y, x) = (y .= x; nothing)\n"),
+            (first, grad_clash, "load_clash_grad(y, x) = (y .= x; nothing)\n"),
             (second, "# gradient op: LoadClashGrad\nLoadClash\ndouble x(n)\ndouble y(n) -> output\n",
-             "load_clash(y, x) = (y .= x; nothing)\n")]:
+             "load_clash(y, x) = (y .= x; nothing)\n"),
+            (third, grad_clash, "load_clash_grad(y, x) = (y .= x; nothing)\n")]:
         folder.mkdir()
         (folder / "custom_op.txt").write_text(text)
         (folder / (_julia_file(text))).write_text(julia)
-    proc = subprocess.run([sys.executable, "-c", RUN_CLASH, str(first), str(second)], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", RUN_CLASH, str(first), str(second), str(third)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert proc.stdout.strip() == (
-        f"{second / 'custom_op.txt'}:2: the op name LoadClash cannot be used: TensorFlow already has an op named "
-        "LoadClashGrad (built in, or from another loaded library); rename the op")
+    library = next((first / "build").glob("*/libLoadClashGrad.so")).resolve()
+    tail = "and TensorFlow keeps an op's first registration; rename one of the two ops, or load them in separate processes"
+    assert proc.stdout.splitlines() == [
+        f"{second / 'custom_op.txt'}:2: the op name LoadClash of {second} cannot be used in this process: the op "
+        f"folder {first} (loaded from {library}) already registered an op named LoadClashGrad (the name of its "
+        f"gradient op, LoadClashGrad, is taken), {tail}",
+        "second builds: 0",
+        f"{third / 'custom_op.txt'}:1: the op name LoadClashGrad of {third} cannot be used in this process: the op "
+        f"folder {first} (loaded from {library}) already registered an op named LoadClashGrad (its name is "
+        f"taken), {tail}",
+        "third builds: 0",
+        f"{first / 'custom_op.txt'}:2: op LoadClashGrad of {first} cannot be loaded again in this process: an "
+        f"earlier build of the same folder, {library}, registered LoadClashGrad (its name is taken), and "
+        "TensorFlow keeps an op's first registration; load the changed op in a new process",
+        "first builds: 1",
+        "would compile LoadClash",
+    ]
 
 
 def _julia_file(spec_text: str) -> str:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,28 @@ def test_init_rejects_bad_name_before_writing(tmp_path):
     with pytest.raises(ValueError, match="is not CamelCase"):
         init("twice", tmp_path / "op")
     assert not (tmp_path / "op").exists()
+
+
+def _generation_seconds(spec_text: str) -> float:
+    """CPU seconds to parse a spec and generate every file a build writes."""
+    started = time.process_time()
+    spec = parse(spec_text, "/ops/Many/custom_op.txt")
+    codegen.kernel_source(spec)
+    codegen.cmake_lists(spec)
+    codegen.entries_source(spec)
+    codegen.julia_stub(spec)
+    codegen.gradtest_script(spec, "/ops/Many")
+    return time.process_time() - started
+
+
+def test_generation_is_linear_in_the_inputs_as_in_the_outputs():
+    """Issue #31: 10,000 inputs took 100 s to generate against 2 s for 10,000
+    outputs (the gradient op looked each input's position up with
+    tuple.index, comparing Args field by field).  Inputs and outputs cost
+    about the same per argument now; a ratio, so a slow machine passes too."""
+    n = 10_000
+    inputs = "Many\n" + "".join(f"double x{i}(n)\n" for i in range(n)) + "double y(n) -> output\n"
+    outputs = "Many\ndouble x(n)\n" + "".join(f"double y{i}(n) -> output\n" for i in range(n))
+    many_inputs = _generation_seconds(inputs)
+    many_outputs = _generation_seconds(outputs)
+    assert many_inputs < 3 * many_outputs, (many_inputs, many_outputs)

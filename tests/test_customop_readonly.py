@@ -41,13 +41,48 @@ function write_input(y, x, m, t, mode)
     mode == "ldiv" && ldiv!(lu(Matrix(2.0I, length(x), length(x))), x)
     mode == "sort" && sort!(x; rev=true)
     mode == "blas_read" && (y .= transpose(m) * ones(size(m, 1)) .+ 0 .* y)  # a BLAS read, not a write
+    # Ways to the memory behind the wrapper (issue #31 item 4): each leads back to it, read-only.
+    mode == "parent" && (parent(x)[1] = 99.0)
+    mode == "parent_matrix" && (parent(parent(m))[1] = 99.0)
+    mode == "parent_rank3" && (parent(parent(t))[1] = 99.0)
+    mode == "unaliascopy" && (Base.unaliascopy(x)[1] = 99.0)
+    mode == "unaliascopy_matrix" && (parent(Base.unaliascopy(m))[1] = 99.0)
+    mode == "unaliascopy_rank3" && (parent(Base.unaliascopy(t))[1] = 99.0)
+    mode == "unaliascopy_view" && (parent(Base.unaliascopy(view(x, 1:2)))[1] = 99.0)
+    mode == "reshape_parent" && (parent(reshape(x, :, 1))[1] = 99.0)
+    mode == "vec_parent" && (parent(parent(vec(m)))[1] = 99.0)
+    mode == "view_parent" && (parent(view(x, 1:2))[1] = 99.0)
+    mode == "view_rank3_parent" && (parent(parent(view(t, :, 1, 1)))[1] = 99.0)
+    mode == "transpose_parent" && (parent(parent(transpose(m)))[1] = 99.0)
+    mode == "permuteddims_parent" && (parent(parent(PermutedDimsArray(t, (2, 1, 3))))[1] = 99.0)
+    mode == "fields" && write_reachable_arrays((x, m, t))
+    if mode == "copies"  # copies are the op's own: writable, and writing them changes no input
+        copy(x)[1] = 99.0; similar(x)[1] = 99.0; collect(m)[1] = 99.0; Array(t)[1] = 99.0
+        copy(m)[1, 1] = 99.0; convert(Array, t)[1] = 99.0; deepcopy(x) isa AbstractArray
+    end
     return nothing
+end
+
+# getfield reaches past every method: walk every field of the wrappers and
+# write into any Array found; an input's wrapper holds its address, no Array.
+function write_reachable_arrays(v, depth = 0)
+    if v isa Array
+        isempty(v) || (v[1] = 99.0)
+        throw(ErrorException("getfield reached a writable Array: $(typeof(v))"))
+    end
+    depth > 4 && return
+    for i in 1:nfields(v)
+        isdefined(v, i) && write_reachable_arrays(getfield(v, i), depth + 1)
+    end
 end
 """
 
 # The generic path: a string input keeps the op off the compiled entries.
 WRITES = {"setindex": "x", "broadcast": "x", "fill": "x", "copyto": "x", "matrix": "m", "rank3": "t",
-          "view": "x", "mul": "x", "mul_view": "x", "mul_reshaped": "x", "ldiv": "x", "sort": "x"}
+          "view": "x", "mul": "x", "mul_view": "x", "mul_reshaped": "x", "ldiv": "x", "sort": "x",
+          "parent": "x", "parent_matrix": "m", "parent_rank3": "t", "unaliascopy": "x", "unaliascopy_matrix": "m",
+          "unaliascopy_rank3": "t", "unaliascopy_view": "x", "reshape_parent": "x", "vec_parent": "m",
+          "view_parent": "x", "view_rank3_parent": "t", "transpose_parent": "m", "permuteddims_parent": "t"}
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +119,44 @@ def test_a_write_into_an_input_is_refused_and_changes_nothing(op, mode, config):
         np.testing.assert_array_equal(feed, np.ones(4))  # the fed array is untouched
         # ... and so are the Consts: a clean run gives the original values.
         np.testing.assert_array_equal(sess.run(y, {x: feed, mode_in: "none"}), expected)
+
+
+def _aligned_ones(n: int) -> np.ndarray:
+    """A writable float64 array on a 64-byte boundary: fed zero-copy."""
+    buffer = np.empty(n + 8)
+    start = (-buffer.ctypes.data % 64) // 8
+    out = buffer[start:start + n]
+    out[:] = 1.0
+    assert out.ctypes.data % 64 == 0
+    return out
+
+
+@pytest.mark.parametrize("config", [None, {"julia_thread": True}], ids=["caller-thread", "julia-thread"])
+@pytest.mark.parametrize("mode", ["fields", "copies"])
+def test_no_field_leads_to_a_writable_array_and_copies_are_the_ops_own(op, mode, config):
+    """Issue #31 item 4: parent(x)[1] = v and getfield(x, 1)[1] = v wrote
+    through the wrapper into a Const (later runs read the new value) and the
+    user's aligned numpy feed.  parent and the rest are refused above; here
+    getfield finds no Array at all, and copies are writable but change nothing."""
+    g, x, mode_in, y = _graph(op)
+    feed = _aligned_ones(4)
+    expected = 2 * feed + 15.0 + 276.0
+    with bridge.Session(g, config=config) as sess:
+        for _ in range(2):
+            np.testing.assert_array_equal(sess.run(y, {x: feed, mode_in: mode}), expected)
+        np.testing.assert_array_equal(feed, np.ones(4))
+        np.testing.assert_array_equal(sess.run(y, {x: feed, mode_in: "none"}), expected)
+
+
+def test_escapes_through_parent_leave_an_aligned_feed_and_the_consts_unchanged(op):
+    g, x, mode_in, y = _graph(op)
+    feed = _aligned_ones(4)
+    with bridge.Session(g) as sess:
+        for mode in ("parent", "parent_matrix", "parent_rank3", "unaliascopy", "view_parent"):
+            with pytest.raises(errors.InvalidArgumentError, match="is read-only"):
+                sess.run(y, {x: feed, mode_in: mode})
+        np.testing.assert_array_equal(feed, np.ones(4))
+        np.testing.assert_array_equal(sess.run(y, {x: feed, mode_in: "none"}), 2 * feed + 15.0 + 276.0)
 
 
 def test_inputs_are_read_in_place_including_blas(op):

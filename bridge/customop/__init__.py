@@ -103,14 +103,16 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     presence, its op names, its compiled entries, the Julia packages its file
     imports at top level) is checked before any of its Julia code runs: a
     refused load changes nothing, in particular not an op of the same name
-    loaded before.  A folder holding a Project.toml adds its environment to
+    loaded before.  An op name (or gradient op name) that a library loaded in
+    this process registered is refused before the build, naming both folders.  A folder holding a Project.toml adds its environment to
     Julia's load path first; a package Julia cannot load raises
     JuliaPackageError, naming it, the folder and how to add it."""
     import bridge
     from bridge import julia
 
     directory = Path(directory).resolve()
-    spec, library = build_spec(directory)  # the spec is parsed once, here
+    # The spec is parsed once, here; names loaded ops took are refused before the build.
+    spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory))
     source = directory / julia_file_name(spec)
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
@@ -185,6 +187,45 @@ def _register_entries(source: Path, ops: list[str]) -> None:
                            "rebuild the op (delete its build folder)")
     for op, pointer in zip(ops, pointers):
         julia.register_entry(op, pointer)
+
+
+def _check_not_loaded_from_elsewhere(spec: OpSpec, directory: Path) -> None:
+    """Refuse, before anything is built, an op name or gradient op name that a
+    library loaded in this process registered: TensorFlow keeps an op type's
+    first registration, so the build (30-70 s) could only end in
+    _check_names_are_free's refusal.  Names the folder that took it (or the
+    library, when it is no op folder's build); the same folder's library
+    for the same spec is this op, loaded again."""
+    from bridge.ops import op_library
+    from bridge.platform.paths import op_folder_of_library
+
+    taken = {op_type: Path(path) for path, types_ in op_library.loaded_libraries().items() for op_type in types_}
+    for op_type in op_types(spec):
+        library = taken.get(op_type)
+        if library is None:
+            continue
+        folder = op_folder_of_library(library)
+        what = "its name" if op_type == spec.name else f"the name of its gradient op, {op_type},"
+        if folder == directory:
+            if library.parent.name == _cache_key_or_none(spec):
+                continue  # this op, loaded again: load returns its module
+            raise SpecError(spec.path, spec.line,
+                            f"op {spec.name} of {directory} cannot be loaded again in this process: an earlier "
+                            f"build of the same folder, {library}, registered {op_type} ({what} is taken), and "
+                            "TensorFlow keeps an op's first registration; load the changed op in a new process")
+        source = f"op folder {folder}" if folder is not None else f"library {library}"
+        raise SpecError(spec.path, spec.line,
+                        f"the op name {spec.name} of {directory} cannot be used in this process: the {source} "
+                        f"(loaded from {library}) already registered an op named {op_type} ({what} is taken), "
+                        "and TensorFlow keeps an op's first registration; rename one of the two ops, or load "
+                        "them in separate processes")
+
+
+def _cache_key_or_none(spec: OpSpec) -> Optional[str]:
+    try:
+        return cache_key(spec)
+    except Exception:  # no toolchain: build() says what is missing
+        return None
 
 
 def _check_names_are_free(spec: OpSpec, library: Path) -> None:

@@ -35,9 +35,12 @@ def dim_bindings(spec: OpSpec) -> dict[str, DimBinding]:
     return out
 
 
-def is_dynamic(spec: OpSpec, arg: Arg) -> bool:
-    """An output the kernel cannot allocate before the call (a dim it cannot compute)."""
-    bound = dim_bindings(spec)
+def is_dynamic(spec: OpSpec, arg: Arg, bound: Optional[dict[str, DimBinding]] = None) -> bool:
+    """An output the kernel cannot allocate before the call (a dim it cannot
+    compute).  ``bound``: ``dim_bindings(spec)``, when the caller asks for
+    every output (computing it per output is quadratic in the arguments)."""
+    if bound is None:
+        bound = dim_bindings(spec)
     for dim in arg.shape:
         if dim is None:
             return True

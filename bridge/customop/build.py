@@ -72,11 +72,17 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
     return build_spec(directory, progress)[1]
 
 
-def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None) -> tuple[OpSpec, Path]:
+def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None,
+               check: Optional[Callable[[OpSpec], None]] = None) -> tuple[OpSpec, Path]:
     """:func:`build`, also returning the spec it parsed (``customop.load``
-    goes on with it rather than reading and parsing the file again)."""
+    goes on with it rather than reading and parsing the file again).
+    ``check(spec)``, when given, runs before anything is built or looked up
+    in the build cache: ``customop.load`` refuses op names taken in this
+    process there, rather than after a build of a minute."""
     directory = Path(directory).resolve()
     spec = parse_file(directory / SPEC_FILE)
+    if check is not None:
+        check(spec)
     return spec, _build_parsed(directory, spec, progress)
 
 

@@ -252,7 +252,7 @@ class _Builder:
                                     params=fn.params))
             else:
                 dims.append(DimView(axis, "free", text))
-        dynamic = role == "output" and is_dynamic(self.spec, arg)
+        dynamic = role == "output" and is_dynamic(self.spec, arg, self.bound)
         return ArgView(arg.name, arg.dtype, dtype.spec, dtype.cxx, dtype.name, dtype.julia,
                        arg.rank, shape_text(arg.shape), dims, index, dynamic=dynamic,
                        is_string=dtype.kind == "string")
@@ -331,11 +331,14 @@ class _Builder:
         for i, v in enumerate(op_inputs):
             v.index = i
         first_input = len(incoming) + len(spec.outputs)
+        # Positions by identity, in one pass: tuple.index compared Args field
+        # by field, quadratic in the inputs (10,000 inputs took 100 s).
+        position = {id(a): i for i, a in enumerate(spec.inputs)}
         op_outputs = []
         for i, a in enumerate(grad_inputs(spec)):
             v = self.arg_view(a, i, "grad")
             v.name, v.like = f"grad_{a.name}", a.name
-            v.like_index = first_input + spec.inputs.index(a)
+            v.like_index = first_input + position[id(a)]
             op_outputs.append(v)
         return {"op": f"{spec.name}Grad", "inputs": op_inputs, "outputs": op_outputs,
                 "incoming": incoming}
@@ -558,10 +561,10 @@ def _sample_sizes(spec: OpSpec) -> dict[str, int]:
             sizes[attr.name] = (attr.default if isinstance(attr.default, int) and attr.default >= 0
                                 else SAMPLE_SIZE)
     taken = set(sizes.values())
+    size = SAMPLE_SIZE + 1  # the smallest free size only grows: not searched from the start each time
     for arg in spec.inputs:
         for dim in arg.shape:
             if isinstance(dim, str) and dim not in sizes:
-                size = SAMPLE_SIZE + 1
                 while size in taken:
                     size += 1
                 sizes[dim] = size

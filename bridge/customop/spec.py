@@ -372,6 +372,7 @@ class _Parser:
         attrs = {a.name: a for a in spec.attrs}
         args = {a.name for a in spec.inputs + spec.outputs}
         bound = set(dim_bindings(spec))
+        inputs = {id(a) for a in spec.inputs}  # `arg in spec.inputs` compares field by field
         for arg in spec.inputs + spec.outputs:
             for dim in arg.shape:
                 for dim_name in dim_names(dim):
@@ -392,7 +393,7 @@ class _Parser:
                         raise self.error(attr.line, f"attribute '{attr.name}' sizes a dimension of "
                                                     f"'{arg.name}' (line {arg.line}), so its default "
                                                     f"must be >= 0, not {attr.default}")
-                if isinstance(dim, Expr) and arg in spec.inputs:
+                if isinstance(dim, Expr) and id(arg) in inputs:
                     missing = [n for n in dim.names if n not in bound]
                     if missing:
                         raise self.error(arg.line, f"dimension '{dim.text}' of input '{arg.name}' "
@@ -416,8 +417,9 @@ class _Parser:
         alpha_: kernel.cc.j2); a spec name equal to one of them would be
         declared twice, or hide the member."""
         derived: dict[str, str] = {}
+        bound = dim_bindings(spec)
         for arg in spec.outputs:
-            if arg.rank and not is_dynamic(spec, arg):  # allocated in Prepare
+            if arg.rank and not is_dynamic(spec, arg, bound):  # allocated in Prepare
                 derived[f"{arg.name}_shape"] = f"output '{arg.name}'"
         for arg in spec.inputs + spec.outputs:
             for axis, dim in enumerate(arg.shape):

@@ -99,6 +99,8 @@ end
 """The Array holding the memory of `A`: `A` itself, or what a dense wrapper of the same size and memory wraps (an input's read-only array); or nothing."""
 dense_memory(A) = nothing
 dense_memory(A::Array) = A
+# An input's own memory, for the runtime to copy from (never handed to the op).
+dense_memory(A::ReadOnlyArray) = unsafe_wrap(Array, getfield(A, :ptr), size(A))
 function dense_memory(A::DenseArray)
     P = parent(A)
     (P !== A && P isa DenseArray && size(P) == size(A) && Base.dataids(P) == Base.dataids(A)) || return nothing

@@ -32,9 +32,13 @@ jl_call.
 `tensor`, read-only: the input `name` of the op, whose buffer belongs to
 TensorFlow (a fed numpy array, a Const, another op's output).
 """
-@inline input_tensor(::Type{T}, v::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int,
-                     name::Symbol) where {T,N} =
-    tf_view(ReadOnlyArray(buffer_array(T, v, data, k, ints, d, "input", name), name))
+@inline function input_tensor(::Type{T}, ::Val{N}, data::EntryData, k::Int, ints::EntryInts, d::Int,
+                              name::Symbol) where {T,N}
+    rank = unsafe_load(ints, d)
+    rank == N || throw(ArgumentError("input '$name' has rank $rank where the op's spec says $N"))
+    dims = ntuple(i -> unsafe_load(ints, d + N + 1 - i), Val(N))  # column-major: TF's shape reversed
+    return tf_view(ReadOnlyArray{T,N}(Ptr{T}(unsafe_load(data, k)), dims, name, nothing))
+end
 
 # The column-major Array over TF's row-major buffer: TF's shape reversed.
 # `role` and `name` ("input", :x) name the argument in errors.

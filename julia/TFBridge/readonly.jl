@@ -2,9 +2,10 @@
 #
 # An op's inputs are TensorFlow's buffers: a numpy array fed by the user, a
 # Const read by every later run, another op's output read by other ops.  They
-# reach Julia as a ReadOnlyArray, which reads like the Array it wraps (it is a
-# DenseArray: broadcasting, BLAS and LAPACK read it in place) and refuses
-# every write with a ReadOnlyInputError naming the input.
+# reach Julia as a ReadOnlyArray, which reads like an Array (it is a
+# DenseArray: broadcasting, BLAS and LAPACK read it in place), refuses every
+# write with a ReadOnlyInputError naming the input, and leads to no writable
+# Array of the buffer (it holds its address, not an Array over it).
 
 """Thrown when a Julia op writes into its input `name`."""
 struct ReadOnlyInputError <: Exception
@@ -17,29 +18,63 @@ function Base.showerror(io::IO, e::ReadOnlyInputError)
           "write into an output, or into a copy (copy(", e.name, "))")
 end
 
-"""An input of a Julia op: TensorFlow's buffer, readable in place, never writable."""
+"""
+An input of a Julia op: TensorFlow's buffer, readable in place, never writable.
+
+It holds the buffer's address and shape, not an Array over it: nothing of its
+public API (`parent`, `reshape`, `vec`, `view`, `transpose`, their `parent`s,
+`Base.unaliascopy`, `Base.dataids`) and not even `getfield` reaches a
+writable Array of TensorFlow's memory.  `parent(x)` is `x` itself (it wraps
+no array); `copy`, `similar`, `collect`, `Array(x)` and `Base.unaliascopy`
+copy.  `root` keeps Julia-owned memory alive (an Array the wrapper was made
+from, an unaliased copy); it is `nothing` for TensorFlow's buffers.  The raw
+address (`pointer(x)`, `getfield(x, :ptr)`) is as unguarded as any pointer.
+"""
 struct ReadOnlyArray{T,N} <: DenseArray{T,N}
-    parent::Array{T,N}
+    ptr::Ptr{T}
+    dims::NTuple{N,Int}
     name::Symbol
+    root::Any
 end
 
-Base.parent(A::ReadOnlyArray) = A.parent
-Base.size(A::ReadOnlyArray) = size(A.parent)
-Base.length(A::ReadOnlyArray) = length(A.parent)
+"""A read-only view of the Array `A` (which it keeps alive), as input `name`."""
+ReadOnlyArray(A::Array{T,N}, name::Symbol) where {T,N} = ReadOnlyArray{T,N}(pointer(A), size(A), name, A)
+
+Base.size(A::ReadOnlyArray) = getfield(A, :dims)
+Base.length(A::ReadOnlyArray) = prod(getfield(A, :dims))
 Base.IndexStyle(::Type{<:ReadOnlyArray}) = IndexLinear()
-Base.@propagate_inbounds Base.getindex(A::ReadOnlyArray, i::Int) = A.parent[i]
+Base.@propagate_inbounds function Base.getindex(A::ReadOnlyArray, i::Int)
+    @boundscheck checkbounds(A, i)
+    return GC.@preserve A unsafe_load(getfield(A, :ptr), i)
+end
 Base.setindex!(A::ReadOnlyArray, v, i::Int...) = refuse(A)
-Base.unsafe_convert(::Type{Ptr{T}}, A::ReadOnlyArray{T}) where {T} = Base.unsafe_convert(Ptr{T}, A.parent)
+Base.unsafe_convert(::Type{Ptr{T}}, A::ReadOnlyArray{T}) where {T} = getfield(A, :ptr)
 Base.elsize(::Type{<:ReadOnlyArray{T}}) where {T} = Base.elsize(Array{T})
-Base.strides(A::ReadOnlyArray) = strides(A.parent)
-Base.similar(A::ReadOnlyArray, ::Type{S}, dims::Dims) where {S} = similar(A.parent, S, dims)
-Base.dataids(A::ReadOnlyArray) = Base.dataids(A.parent)
-# An empty input and an empty output may have one address: `y .= 2 .* x` copies x then.
-Base.unaliascopy(A::ReadOnlyArray) = ReadOnlyArray(copy(A.parent), A.name)
-Base.copy(A::ReadOnlyArray) = copy(A.parent)
+Base.strides(A::ReadOnlyArray) = Base.size_to_strides(1, size(A)...)
+Base.similar(A::ReadOnlyArray, ::Type{S}, dims::Dims) where {S} = Array{S}(undef, dims)
+# An empty input shares no memory (TF's empty buffers may all have one
+# address): broadcasting into an empty output then needs no copy of it.
+Base.dataids(A::ReadOnlyArray) = length(A) == 0 ? () : (UInt(getfield(A, :ptr)),)
+function Base.copy(A::ReadOnlyArray{T,N}) where {T,N}
+    B = Array{T,N}(undef, size(A))
+    GC.@preserve A B unsafe_copyto!(pointer(B), getfield(A, :ptr), length(B))
+    return B
+end
+# What broadcasting takes where a source shares memory with the destination:
+# a read-only array of the same type over a copy.
+function Base.unaliascopy(A::ReadOnlyArray{T,N}) where {T,N}
+    B = copy(A)
+    return ReadOnlyArray{T,N}(pointer(B), size(A), getfield(A, :name), B)
+end
+# Base's own unaliascopy has no method for these wrappers of a non-Array
+# (and PermutedDimsArray has none at all: it fails for Arrays too).
+Base.unaliascopy(V::SubArray{T,N,<:ReadOnlyArray}) where {T,N} =
+    typeof(V)(Base.unaliascopy(parent(V)), map(Base.unaliascopy, V.indices), V.offset1, V.stride1)
+Base.unaliascopy(A::PermutedDimsArray{T,N,perm,iperm,<:Union{Array,ReadOnlyArray}}) where {T,N,perm,iperm} =
+    PermutedDimsArray(Base.unaliascopy(parent(A)), perm)
 Base.unsafe_copyto!(A::ReadOnlyArray, args...) = refuse(A)
 
-refuse(A::ReadOnlyArray) = throw(ReadOnlyInputError(A.name))
+refuse(A::ReadOnlyArray) = throw(ReadOnlyInputError(getfield(A, :name)))
 refuse(A::AbstractArray) = refuse(parent(A))
 
 # LinearAlgebra's in-place functions write a StridedArray through its pointer,
@@ -94,7 +129,7 @@ function read_only_cause(e, f)
         while a isa AbstractArray && !(a isa ReadOnlyArray) && parent(a) !== a
             a = parent(a)
         end
-        a isa ReadOnlyArray && return ReadOnlyInputError(a.name)
+        a isa ReadOnlyArray && return ReadOnlyInputError(getfield(a, :name))
     end
     return nothing
 end

@@ -204,7 +204,25 @@ std::string Invocation::wrap_numeric(const Arg& a, jl_value_t** value, jl_value_
   if (rank >= 2 && dims_tuple_type(rank) == nullptr) return "Julia could not build the dims type";
   // own_buffer = 0: Julia never frees TF's (or numpy's) memory.
   jl_array_t* array = nullptr;
-  if (rank == 0) {
+  if (read_only) {
+    // ReadOnlyArray{T,N}(ptr, dims, name, root = nothing): the buffer's address
+    // and column-major shape, no Array over it (julia/TFBridge/readonly.jl).
+    auto* rtype = reinterpret_cast<jl_datatype_t*>(readonly_type(a.dtype, rank));
+    if (rtype == nullptr) return "Julia could not build the read-only array type";
+    const std::string unnamed = "argument " + std::to_string(&a - args_.data() + 1);
+    jl_value_t* name = reinterpret_cast<jl_value_t*>(a.name != nullptr ? cached_symbol(a.name)
+                                                                        : jl_symbol(unnamed.c_str()));
+    *keep = jl_new_struct_uninit(rtype);  // pointer fields zeroed; nothing below allocates
+    char* fields = reinterpret_cast<char*>(*keep);
+    std::memcpy(fields + jl_field_offset(rtype, 0), &data, sizeof data);
+    auto* dims = reinterpret_cast<int64_t*>(fields + jl_field_offset(rtype, 1));
+    for (int k = 0; k < rank; ++k) dims[k] = a.dims[rank - 1 - k];  // TF's shape reversed
+    // The reference fields, written directly (Julia 1.5's jl_set_nth_field
+    // refuses an immutable struct): a Symbol and `nothing`, both permanent.
+    *reinterpret_cast<jl_value_t**>(fields + jl_field_offset(rtype, 2)) = name;
+    *reinterpret_cast<jl_value_t**>(fields + jl_field_offset(rtype, 3)) = jl_nothing;
+    jl_gc_wb(*keep, name);
+  } else if (rank == 0) {
     array = jl_ptr_to_array(atype, data, jl_emptytuple, 0);
   } else if (rank == 1) {
     array = jl_ptr_to_array_1d(atype, data, count, 0);
@@ -214,15 +232,7 @@ std::string Invocation::wrap_numeric(const Arg& a, jl_value_t** value, jl_value_
     *keep = new_dims_tuple(a.dims, /*reversed=*/true);
     array = jl_ptr_to_array(atype, data, *keep, 0);
   }
-  *keep = reinterpret_cast<jl_value_t*>(array);
-  if (read_only) {
-    jl_value_t* rtype = readonly_type(a.dtype, rank);
-    if (rtype == nullptr) return "Julia could not build the read-only array type";
-    const std::string unnamed = "argument " + std::to_string(&a - args_.data() + 1);
-    jl_value_t* fields[2] = {*keep, reinterpret_cast<jl_value_t*>(
-                                         a.name != nullptr ? cached_symbol(a.name) : jl_symbol(unnamed.c_str()))};
-    *keep = jl_new_structv(reinterpret_cast<jl_datatype_t*>(rtype), fields, 2);  // roots the array too
-  }
+  if (!read_only) *keep = reinterpret_cast<jl_value_t*>(array);
   if (rank <= 1) {
     *value = *keep;
     return "";
