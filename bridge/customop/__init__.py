@@ -251,8 +251,5 @@ def _register_gradient(op_type: str) -> None:
     <Op>Grad takes the gradients of the float outputs, then every output, then
     every input, and the op's attributes; it returns one gradient per float
     input (bridge.grad.register_custom_op_gradient follows the same order)."""
-    try:
-        from bridge.grad import register_custom_op_gradient
-    except ImportError:  # a bridge without symbolic gradients: the op still runs
-        return
+    from bridge.grad import register_custom_op_gradient
     register_custom_op_gradient(op_type)

@@ -180,7 +180,7 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         cmake = toolchain.cmake()
     except toolchain.ToolchainError as exc:
         raise BuildError(f"cannot build {op}: {exc}") from exc
-    except Exception as exc:  # the runtime's own build failing
+    except julia_runtime.RuntimeBuildError as exc:  # the runtime's own build failing
         raise BuildError(f"cannot build {op}: the tfjl runtime library failed to build: {exc}") from exc
 
     objects = work / "cmake"

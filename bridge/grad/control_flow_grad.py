@@ -86,8 +86,7 @@ def _case_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output]
     outs = grad_fs[0].outputs
     attrs = {"Tin": [t.dtype for t in args], "Tout": [t.dtype for t in outs],
              "branches": [f.name for f in grad_fs], "output_shapes": [t.shape for t, m in zip(inputs, union) if m]}
-    types = {"Tin": "list(type)", "Tout": "list(type)", "branches": "list(func)", "output_shapes": "list(shape)"}
-    grad_case = _node(op.type, [index, args], attrs, types, name=op.type)
+    grad_case = _node(op.type, [index, args], attrs, name=op.type)
     results = iter(grad_case.outputs)
     return [None] + [next(results) if m else None for m in union]
 
@@ -149,7 +148,7 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
         popped, states = [], []
         for lst, dtype, shape in zip(lists, var_dtypes, info.shapes):
             new_list, value = _node("TensorListPopBack", [lst, _const(-1, dtypes.int32, name="element_shape")],
-                                    {"element_dtype": dtype}, {"element_dtype": "type"}).outputs
+                                    {"element_dtype": dtype}).outputs
             if not shape.unknown_rank:
                 value.set_shape(shape)
             popped.append(new_list)
@@ -162,7 +161,7 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
             elems = []
             for g, dtype in zip(ga, var_dtypes):
                 g_list, g_elem = _node("TensorListPopBack", [g, _const(-1, dtypes.int32, name="element_shape")],
-                                       {"element_dtype": dtype}, {"element_dtype": "type"}).outputs
+                                       {"element_dtype": dtype}).outputs
                 new_ga.append(g_list)
                 elems.append(g_elem)
             diff_elems = [e for e, m in zip(elems, var_mask) if m]
@@ -250,8 +249,7 @@ RegisterGradient("RefMerge")(_merge_grad)
 @RegisterGradient("TensorListPushBack")
 def _push_back_grad(op: Operation, dresult: Output) -> list:
     shape = _op("Shape", [op.inputs[1]])
-    dlist, delem = _node("TensorListPopBack", [dresult, shape], {"element_dtype": op.get_attr("element_dtype")},
-                         {"element_dtype": "type"}).outputs
+    dlist, delem = _node("TensorListPopBack", [dresult, shape], {"element_dtype": op.get_attr("element_dtype")}).outputs
     return [dlist, delem]
 
 
@@ -264,8 +262,7 @@ def _pop_back_grad(op: Operation, dlist: Optional[Output], delem: Optional[Outpu
         dlist = _op("ZerosLike", [op.outputs[0]])
     if delem is None:
         delem = _op("ZerosLike", [op.outputs[1]])
-    pushed = _op("TensorListPushBack", [dlist, delem], {"element_dtype": op.get_attr("element_dtype")},
-                 {"element_dtype": "type"})
+    pushed = _op("TensorListPushBack", [dlist, delem], {"element_dtype": op.get_attr("element_dtype")})
     return [pushed, None]
 
 
