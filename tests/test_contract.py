@@ -63,18 +63,19 @@ def test_spec_parser_types_are_the_table():
     for d in contract.DTYPES:
         for i, word in enumerate((d.spec,) + d.aliases):
             lines.append(f"{word} a{d.code}_{i}(?)")
-            expected_args[f"a{d.code}_{i}"] = d.spec
+            expected_args[f"a{d.code}_{i}"] = d
         if d.attr is not None:
             for i, word in enumerate((d.spec,) + d.attr.aliases):
                 lines.append(f"@attr {word} t{d.code}_{i}")
-                expected_attrs[f"t{d.code}_{i}"] = d.spec
+                expected_attrs[f"t{d.code}_{i}"] = d
     lines.append("double out(?) -> output")
     parsed = parse("\n".join(lines))
     assert {a.name: a.dtype for a in parsed.inputs} == expected_args
     assert {a.name: a.dtype for a in parsed.attrs} == expected_attrs
     for d in contract.DTYPES:
-        arg = next(a for a in parsed.inputs if a.dtype == d.spec)
-        assert spec_module.is_float(arg) == (d.kind == "float")
+        arg = next(a for a in parsed.inputs if a.dtype is d)  # the table's row itself
+        # Gradients flow through TensorFlow's differentiable kinds, float and complex.
+        assert spec_module.is_differentiable(arg) == d.differentiable == (d.kind in ("float", "complex"))
 
 
 def _probe_spec():
@@ -87,11 +88,13 @@ def _probe_spec():
 def test_code_generator_names_are_the_table():
     ctx = codegen.context(_probe_spec())
     for view in ctx["inputs"] + ctx["outputs"]:
-        d = contract.by_spec(view.dtype)
+        d = view.dtype
+        assert d in contract.DTYPES
         assert (view.tf_type, view.cxx_type, view.tfjl_dtype, view.julia_type, view.is_string) == \
                (d.spec, d.cxx, d.name, d.julia, d.kind == "string")
     for t in ctx["attrs"]:
-        d = contract.by_spec(t.dtype)
+        d = t.dtype
+        assert d in contract.DTYPES
         assert t.tf_decl == f"{t.name}: {d.attr.tf_type}"
         assert (t.cxx_type, t.julia_type) == (d.attr.cxx, d.julia)
         assert t.cxx_value == d.attr.frame_args.format(member=f"{t.name}_")
@@ -190,10 +193,13 @@ def _cpp_sources() -> list[Path]:
 def test_no_hand_written_copy_of_the_lists():
     """No C++ file outside contract.h lists the dtypes or error kinds itself
     (names every dtype's TF or Julia symbol, switches over every dtype, or
-    defines the enums): they expand contract.h's X-macros or ask its functions."""
+    defines the enums): they expand contract.h's X-macros or ask its functions
+    (and TFBridge.DTYPES, for Julia's element types)."""
     sources = {p: p.read_text() for p in _cpp_sources()}
     columns = {"tensorflow::DataType": [rf"\b{d.tf_name}\b" for d in contract.DTYPES],
-               "Julia datatype": [rf"\b{d.jl_type}\b" for d in contract.DTYPES],
+               # julia.h's datatype (jl_float64_type) or the type's name (ComplexF64 has no datatype
+               # there): the runtime takes them from TFBridge.DTYPES (julia/contract.jl)
+               "Julia datatype": [rf"\bjl_{d.julia.lower()}_type\b|\"{d.julia}\"" for d in contract.DTYPES],
                "case label": [rf"case\s+DType::{d.name}\b" for d in contract.DTYPES],
                "error kind case label": [rf"case\s+(tfjl::)?{k.cxx}\b" for k in contract.ERROR_KINDS[1:]]}
     for p, text in sources.items():

@@ -13,18 +13,19 @@
 #include <cstdint>
 
 // X(Name, code, tensorflow::DataType, its TF_DataType value, element bytes
-// (0: not plain memory), Julia datatype)
+// (0: not plain memory)).  Julia's element type of each is TFBridge.DTYPES[code + 1]
+// (julia/contract.jl), which libtfjl_julia.so reads at start-up
 #define TFJL_DTYPES(X) \
-  X(Float64, 0, DT_DOUBLE, 2, 8, jl_float64_type) \
-  X(Float32, 1, DT_FLOAT, 1, 4, jl_float32_type) \
-  X(Int32, 2, DT_INT32, 3, 4, jl_int32_type) \
-  X(Int64, 3, DT_INT64, 9, 8, jl_int64_type) \
-  X(Bool, 4, DT_BOOL, 10, 1, jl_bool_type) \
-  X(String, 5, DT_STRING, 7, 0, jl_string_type)
+  X(Float64, 0, DT_DOUBLE, 2, 8) \
+  X(Float32, 1, DT_FLOAT, 1, 4) \
+  X(Int32, 2, DT_INT32, 3, 4) \
+  X(Int64, 3, DT_INT64, 9, 8) \
+  X(Bool, 4, DT_BOOL, 10, 1) \
+  X(String, 5, DT_STRING, 7, 0)
 
 // X(Name, C++ element type, the tfjl::Arg field holding a scalar of it): the
-// dtypes held as plain memory
-#define TFJL_NUMERIC_DTYPES(X) \
+// plain-memory dtypes a scalar (an attribute) crosses as
+#define TFJL_SCALAR_DTYPES(X) \
   X(Float64, double, f) \
   X(Float32, float, f) \
   X(Int32, int32_t, i) \
