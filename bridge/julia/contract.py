@@ -181,6 +181,9 @@ DTYPES: tuple[DType, ...] = (
     DType("String", 5, "string", (), "string", "tstring", "String",
           AttrType((), "string", "std::string", "{member}", "bytes",
                    "TFBridge.string_attr(data, {data}, ints, {ints})", "''")),
+    DType("ComplexF32", 6, "complex64", (), "complex64", "std::complex<float>", "ComplexF32", includes=("<complex>",)),
+    DType("ComplexF64", 7, "complex128", (), "complex128", "std::complex<double>", "ComplexF64",
+          includes=("<complex>",)),
 )
 
 
