@@ -59,8 +59,9 @@ def is_differentiable(arg: Arg) -> bool:
 
 
 def differentiable_types() -> str:
-    """The spec types gradients flow through, for messages: 'double, float, ...'."""
-    return ", ".join(d.spec for d in contract.DTYPES if d.differentiable)
+    """The kinds of spec types gradients flow through, for messages: 'float or complex'."""
+    kinds = list(dict.fromkeys(d.kind for d in contract.DTYPES if d.differentiable))
+    return " or ".join(kinds)
 
 
 def grad_inputs(spec: OpSpec) -> tuple[Arg, ...]:

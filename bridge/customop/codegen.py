@@ -117,7 +117,8 @@ class ArgView:
     @property
     def gradient_doc(self) -> str:
         """What a gradient op's output (grad_<input>) is to the backward function."""
-        return self.julia_doc("gradient") + f", zeros on entry: add into it (`{self.name} .+= ...`)"
+        note = self.dtype.gradient_note.format(grad=self.name, like=self.like)
+        return self.julia_doc("gradient") + f", zeros on entry: add into it (`{self.name} .+= ...`)" + note
 
     @property
     def cxx_dims(self) -> str:

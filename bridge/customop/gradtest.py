@@ -218,8 +218,8 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
 def no_gradient_reason(spec: OpSpec) -> str:
     """Why ``spec`` has no gradient op to test."""
     from .analysis import differentiable_types
-    return (f"{spec.name} has no gradient to test: it needs a differentiable input and output "
-            f"({differentiable_types()}) in {spec.path}")
+    return (f"{spec.name} has no gradient to test: it needs a differentiable ({differentiable_types()}) input "
+            f"and output in {spec.path}")
 
 
 def _sample_note(spec: OpSpec) -> str:

@@ -73,12 +73,16 @@ class Kind:
     sample: str               # the gradient test's sample: a Python expression of `rng` (numpy's
                               #   Generator), {shape} and np.{numpy}
     sample_note: str          # what the samples are, for gradtest's messages
+    gradient_note: str = ""   # how a gradient of it is computed, for the Julia stub's doc; {grad}: the
+                              #   gradient's name, {like}: the input's
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("float", "f", "rng.standard_normal({shape}).astype(np.{numpy})", "random floats"),
     Kind("complex", None, "(rng.standard_normal({shape}) + 1j * rng.standard_normal({shape})).astype(np.{numpy})",
-         "random complex numbers"),
+         "random complex numbers",
+         "; TensorFlow's convention, dL/d(re {like}) + i dL/d(im {like}): for an output o = f({like}), f "
+         "holomorphic, `{grad} .+= grad_o .* conj.(fprime.({like}))` (README.md, \"What Julia receives\")"),
     Kind("int", "i", "rng.integers(0, 3, {shape}).astype(np.{numpy})", "integers from 0 to 2"),
     Kind("bool", "b", "rng.integers(0, 2, {shape}).astype(np.{numpy})", "random booleans"),
     Kind("string", "s", "np.full({shape}, 'a', dtype=object)", "the string 'a'"),
@@ -162,6 +166,10 @@ class DType:
     @property
     def sample_note(self) -> str:
         return _KINDS[self.kind].sample_note
+
+    @property
+    def gradient_note(self) -> str:
+        return _KINDS[self.kind].gradient_note
 
 
 DTYPES: tuple[DType, ...] = (
