@@ -4,7 +4,7 @@
 # module TFBridge: the same table as kernels_cpp/include/tfjl/contract.h.
 
 # tfjl::DType: the Julia element type of code c is DTYPES[c + 1].
-const DTYPES = (Float64, Float32, Int32, Int64, Bool, String)
+const DTYPES = (Float64, Float32, Int32, Int64, Bool, String, ComplexF32, ComplexF64)
 
 # Error kinds (tfjl::ErrorKind): what a Failure carries and a compiled entry returns.
 #   OK: success

@@ -63,18 +63,19 @@ def test_spec_parser_types_are_the_table():
     for d in contract.DTYPES:
         for i, word in enumerate((d.spec,) + d.aliases):
             lines.append(f"{word} a{d.code}_{i}(?)")
-            expected_args[f"a{d.code}_{i}"] = d.spec
+            expected_args[f"a{d.code}_{i}"] = d
         if d.attr is not None:
             for i, word in enumerate((d.spec,) + d.attr.aliases):
                 lines.append(f"@attr {word} t{d.code}_{i}")
-                expected_attrs[f"t{d.code}_{i}"] = d.spec
+                expected_attrs[f"t{d.code}_{i}"] = d
     lines.append("double out(?) -> output")
     parsed = parse("\n".join(lines))
     assert {a.name: a.dtype for a in parsed.inputs} == expected_args
     assert {a.name: a.dtype for a in parsed.attrs} == expected_attrs
     for d in contract.DTYPES:
-        arg = next(a for a in parsed.inputs if a.dtype == d.spec)
-        assert spec_module.is_float(arg) == (d.kind == "float")
+        arg = next(a for a in parsed.inputs if a.dtype is d)  # the table's row itself
+        # Gradients flow through TensorFlow's differentiable kinds, float and complex.
+        assert spec_module.is_differentiable(arg) == d.differentiable == (d.kind in ("float", "complex"))
 
 
 def _probe_spec():
@@ -87,11 +88,13 @@ def _probe_spec():
 def test_code_generator_names_are_the_table():
     ctx = codegen.context(_probe_spec())
     for view in ctx["inputs"] + ctx["outputs"]:
-        d = contract.by_spec(view.dtype)
+        d = view.dtype
+        assert d in contract.DTYPES
         assert (view.tf_type, view.cxx_type, view.tfjl_dtype, view.julia_type, view.is_string) == \
                (d.spec, d.cxx, d.name, d.julia, d.kind == "string")
     for t in ctx["attrs"]:
-        d = contract.by_spec(t.dtype)
+        d = t.dtype
+        assert d in contract.DTYPES
         assert t.tf_decl == f"{t.name}: {d.attr.tf_type}"
         assert (t.cxx_type, t.julia_type) == (d.attr.cxx, d.julia)
         assert t.cxx_value == d.attr.frame_args.format(member=f"{t.name}_")
@@ -190,10 +193,13 @@ def _cpp_sources() -> list[Path]:
 def test_no_hand_written_copy_of_the_lists():
     """No C++ file outside contract.h lists the dtypes or error kinds itself
     (names every dtype's TF or Julia symbol, switches over every dtype, or
-    defines the enums): they expand contract.h's X-macros or ask its functions."""
+    defines the enums): they expand contract.h's X-macros or ask its functions
+    (and TFBridge.DTYPES, for Julia's element types)."""
     sources = {p: p.read_text() for p in _cpp_sources()}
     columns = {"tensorflow::DataType": [rf"\b{d.tf_name}\b" for d in contract.DTYPES],
-               "Julia datatype": [rf"\b{d.jl_type}\b" for d in contract.DTYPES],
+               # julia.h's datatype (jl_float64_type) or the type's name (ComplexF64 has no datatype
+               # there): the runtime takes them from TFBridge.DTYPES (julia/contract.jl)
+               "Julia datatype": [rf"\bjl_{d.julia.lower()}_type\b|\"{d.julia}\"" for d in contract.DTYPES],
                "case label": [rf"case\s+DType::{d.name}\b" for d in contract.DTYPES],
                "error kind case label": [rf"case\s+(tfjl::)?{k.cxx}\b" for k in contract.ERROR_KINDS[1:]]}
     for p, text in sources.items():
@@ -224,7 +230,9 @@ def julia():
 
 
 def test_tfbridge_constants_are_the_table(julia):
-    assert julia.eval("join(string.(TFBridge.DTYPES), ' ')") == " ".join(d.julia for d in contract.DTYPES)
+    # As Julia prints the table's type expressions (ComplexF64 prints as Complex{Float64} in Julia 1.5).
+    table = "(" + ", ".join(d.julia for d in contract.DTYPES) + ",)"
+    assert julia.eval("join(string.(TFBridge.DTYPES), ' ')") == julia.eval(f"join(string.({table}), ' ')")
     for k in contract.ERROR_KINDS:
         assert julia.eval(f"TFBridge.{k.julia}") == k.value
     assert julia.eval("join(TFBridge.TF_CODES, ' ')") == " ".join(str(k.tf_code) for k in contract.ERROR_KINDS)
@@ -239,7 +247,7 @@ def test_runtime_dtype_codes_reach_julia_as_the_table_says(julia):
         if d.numpy is None:
             continue
         value = np.zeros(3, dtype=getattr(np, d.numpy))
-        assert str(julia.call("eltype", value)) == d.julia, d.name
+        assert str(julia.call("eltype", value)) == julia.eval(f"string({d.julia})"), d.name
     assert str(julia.call("typeof", "text")) == "String"
     scalars = {"Float64": 1.5, "Float32": np.float32(1.5), "Int32": np.int32(3), "Int64": 3, "Bool": True}
     for name, value in scalars.items():
@@ -265,6 +273,7 @@ def test_embedded_module_has_the_contract():
     """The copy of TFBridge.jl built into libtfjl_julia.so (lazy start) has
     contract.jl pasted in: start Julia with it in a fresh process and ask."""
     constants = ", ".join(f"TFBridge.{k.julia}" for k in contract.ERROR_KINDS)
+    table = "(" + ", ".join(d.julia for d in contract.DTYPES) + ",)"
     code = textwrap.dedent("""
         import ctypes, os
         from bridge.julia import runtime as julia_runtime
@@ -277,26 +286,25 @@ def test_embedded_module_has_the_contract():
         if rt.tfjl_init(config.bindir.encode(), config.image.encode(), None, err, 4096):
             raise SystemExit("tfjl_init: " + err.value.decode())
         out, why = ctypes.c_char_p(), ctypes.c_char_p()
-        query = b"(TFBridge.DTYPES, CONSTANTS, TFBridge.ENTRY_PARAMETER_TYPES)"
+        query = b"(TFBridge.DTYPES, TFBridge.DTYPES === TABLE, CONSTANTS, TFBridge.ENTRY_PARAMETER_TYPES)"
         if rt.tfjl_eval(query, ctypes.byref(out), ctypes.byref(why)):
             raise SystemExit("tfjl_eval: " + why.value.decode())
         print(out.value.decode())
-        """).replace("CONSTANTS", constants)
+        """).replace("CONSTANTS", constants).replace("TABLE", table)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TFBRIDGE_JULIA_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
                           cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    dtypes = "(" + ", ".join(d.julia for d in contract.DTYPES) + ")"
     kinds = ", ".join(str(k.value) for k in contract.ERROR_KINDS)
-    assert proc.stdout.strip().startswith(f"({dtypes}, {kinds}, (Ptr{{Ptr{{Nothing}}}}, Ptr{{Int64}}, "
-                                          "Ptr{Float64}))"), proc.stdout
+    # TFBridge.DTYPES is the table's types (printed as Julia prints them: Complex{Float64}).
+    assert re.match(rf"\(\([^()]*\), true, {kinds}, \(Ptr{{Ptr{{Nothing}}}}, Ptr{{Int64}}, Ptr{{Float64}}\)\)",
+                    proc.stdout.strip()), proc.stdout
 
 
 # ---------------------------------------------------------------- (d) adding a dtype is one row
 
-_UINT8_ROW = '''    DType("UInt8", {code}, "uint8", (), "DT_UINT8", 4, 1, "uint8_t", "UInt8", "jl_uint8_type",
-          "uint8", "int", None),
+_UINT8_ROW = '''    DType("UInt8", {code}, "uint8", (), "uint8", "uint8_t", "UInt8"),
 '''
 
 _UINT8_OP = '''
@@ -323,6 +331,39 @@ print("uint8 op ok")
 '''
 
 
+def _tree_with_row(tmp_path: Path, row: str, drop: tuple[str, ...] = ()) -> tuple[Path, dict]:
+    """A copy of the package whose DTYPES lacks the rows of ``drop`` (tfjl::DType
+    names) and ends with ``row``, after `make contract`; and the environment to run it."""
+    tree = tmp_path / "tree"
+    for folder in ("bridge", "kernels_cpp", "julia", "templates"):
+        shutil.copytree(REPO / folder, tree / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    table = tree / "bridge" / "julia" / "contract.py"
+    text = table.read_text()
+    for name in drop:  # a row runs from its `    DType("Name"` line to the next row or the table's end
+        start = text.index(f'    DType("{name}", ')
+        end = min(i for i in (text.find('\n    DType("', start + 1), text.find("\n)\n", start)) if i >= 0)
+        text = text[:start] + text[end + 1:]
+    end = text.index(")\n\n\n@dataclass(frozen=True)\nclass ErrorKind")  # the end of DTYPES
+    table.write_text(text[:end] + row + text[end:])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFBRIDGE_JULIA_")}
+    env.update(PYTHONPATH=str(tree), TFBRIDGE_CACHE_DIR=str(tmp_path / "cache"))
+    regenerate = subprocess.run([sys.executable, "-m", "bridge.julia.contract"], cwd=tree, env=env,
+                                capture_output=True, text=True, timeout=120)
+    assert regenerate.returncode == 0, regenerate.stderr
+    return tree, env
+
+
+def _run_op(tmp_path: Path, env: dict, name: str, spec: str, source: str, script: str) -> None:
+    op = tmp_path / "work" / "ops" / name
+    op.mkdir(parents=True)
+    (op / "custom_op.txt").write_text(spec)
+    (op / f"{name}.jl").write_text(source)
+    run = subprocess.run([sys.executable, "-c", script], cwd=op.parent.parent, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    assert run.stdout.strip().endswith("op ok")
+
+
 def test_a_new_dtype_is_one_row_of_the_table(tmp_path):
     """What CONTRACT.md promises, done: a copy of the package gets a uint8 row
     in DTYPES and `make contract`, nothing else, and a Julia op taking and
@@ -333,24 +374,64 @@ def test_a_new_dtype_is_one_row_of_the_table(tmp_path):
     missing = toolchain_missing()
     if missing:
         pytest.skip(missing)
-    tree = tmp_path / "tree"
-    for folder in ("bridge", "kernels_cpp", "julia", "templates"):
-        shutil.copytree(REPO / folder, tree / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    table = tree / "bridge" / "julia" / "contract.py"
-    text = table.read_text()
-    end = text.index(")\n\n\n@dataclass(frozen=True)\nclass ErrorKind")  # the end of DTYPES
-    table.write_text(text[:end] + _UINT8_ROW.format(code=len(contract.DTYPES)) + text[end:])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFBRIDGE_JULIA_")}
-    env.update(PYTHONPATH=str(tree), TFBRIDGE_CACHE_DIR=str(tmp_path / "cache"))
-    regenerate = subprocess.run([sys.executable, "-m", "bridge.julia.contract"], cwd=tree, env=env,
-                                capture_output=True, text=True, timeout=120)
-    assert regenerate.returncode == 0, regenerate.stderr
-    assert "jl_uint8_type" in (tree / "kernels_cpp" / "include" / "tfjl" / "contract.h").read_text()
-    op = tmp_path / "work" / "ops" / "bytes"
-    op.mkdir(parents=True)
-    (op / "custom_op.txt").write_text("Bytes\nuint8 x(n)\ndouble s(n)\nuint8 y(n) -> output\n")
-    (op / "bytes.jl").write_text("bytes(y, x, s) = (y .= x .+ UInt8.(round.(s)); nothing)\n")
-    run = subprocess.run([sys.executable, "-c", _UINT8_OP.format(code=len(contract.DTYPES))], cwd=op.parent.parent,
-                         env=env, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
-    assert run.stdout.strip().endswith("uint8 op ok")
+    tree, env = _tree_with_row(tmp_path, _UINT8_ROW.format(code=len(contract.DTYPES)))
+    assert "DT_UINT8" in (tree / "kernels_cpp" / "include" / "tfjl" / "contract.h").read_text()
+    _run_op(tmp_path, env, "bytes", "Bytes\nuint8 x(n)\ndouble s(n)\nuint8 y(n) -> output\n",
+            "bytes(y, x, s) = (y .= x .+ UInt8.(round.(s)); nothing)\n", _UINT8_OP.format(code=len(contract.DTYPES)))
+
+
+_COMPLEX128_ROW = '''    DType("ComplexF64", {code}, "complex128", (), "complex128", "std::complex<double>", "ComplexF64",
+          includes=("<complex>",)),
+'''
+
+_COMPLEX128_OP = '''
+import numpy as np
+import bridge
+from bridge import customop
+from bridge.julia import contract as julia_contract
+
+assert julia_contract.by_spec("complex128").code == {code}
+assert "complex64" not in julia_contract.spec_types()  # the copy has only the row added back
+ops = customop.load("ops/csq")
+g = bridge.Graph()
+with g.as_default():
+    z = bridge.placeholder(bridge.complex128, [None], name="z")
+    s = bridge.placeholder(bridge.float64, [None], name="s")
+    y = ops.csq(z, s)
+    gy = bridge.placeholder(bridge.complex128, [None], name="gy")
+    gz, gs = bridge.gradients(y, [z, s], grad_ys=gy)
+rng = np.random.default_rng(0)
+zv, sv = rng.standard_normal(4) + 1j * rng.standard_normal(4), rng.standard_normal(4)
+gyv = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+for config in (None, bridge.SessionConfig(julia_thread=True), bridge.SessionConfig(inline_small_graphs=0)):
+    with bridge.Session(g, config=config) as sess:
+        out, dz, ds = sess.run([y, gz, gs], {{z: zv, s: sv, gy: gyv}})
+    assert out.dtype == np.complex128 and dz.dtype == np.complex128 and ds.dtype == np.float64
+    np.testing.assert_allclose(out, zv ** 2 + sv, rtol=1e-15)
+    np.testing.assert_allclose(dz, gyv * np.conj(2 * zv), rtol=1e-15)  # TF's convention
+    np.testing.assert_allclose(ds, gyv.real, rtol=1e-15)
+assert bridge.julia.entry_calls() == 6  # each run took the compiled entries of Csq and CsqGrad
+assert str(bridge.julia.call("eltype", np.zeros(2, np.complex128))) == bridge.julia.eval("string(ComplexF64)")
+print("complex128 op ok")
+'''
+
+
+def test_complex128_is_one_row_of_the_table(tmp_path):
+    """A complex dtype is one row too: a copy of the package without the
+    complex rows gets the complex128 row back, `make contract`, nothing else,
+    and a complex128 op with its gradient (TF's convention: grad_z = grad_y *
+    conj(f'(z))) builds and runs in every scheduling mode through its
+    compiled entries."""
+    from build_support import toolchain_missing
+    missing = toolchain_missing()
+    if missing:
+        pytest.skip(missing)
+    kept = [d for d in contract.DTYPES if d.kind != "complex"]
+    assert [d.code for d in kept] == list(range(len(kept)))  # the complex rows are the table's last
+    tree, env = _tree_with_row(tmp_path, _COMPLEX128_ROW.format(code=len(kept)), drop=("ComplexF32", "ComplexF64"))
+    header = (tree / "kernels_cpp" / "include" / "tfjl" / "contract.h").read_text()
+    assert "DT_COMPLEX128" in header and "DT_COMPLEX64" not in header and "#include <complex>" in header
+    _run_op(tmp_path, env, "csq", "Csq\ncomplex128 z(n)\ndouble s(n)\ncomplex128 y(n) -> output\n",
+            "csq(y, z, s) = (y .= z .^ 2 .+ s; nothing)\n"
+            "csq_grad(grad_z, grad_s, grad_y, y, z, s) = (grad_z .= grad_y .* conj.(2 .* z); "
+            "grad_s .= real.(grad_y); nothing)\n", _COMPLEX128_OP.format(code=len(kept)))

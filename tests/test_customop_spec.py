@@ -55,9 +55,9 @@ def test_sinkhorn_knopp():
 
 def test_zero_out_row():
     spec = parse(ZERO_OUT_ROW)
-    assert [(a.name, a.dtype, a.shape) for a in spec.inputs] == [
+    assert [(a.name, a.dtype.spec, a.shape) for a in spec.inputs] == [
         ("indices", "int64", (None, 2)), ("vv", "double", (None,)), ("bd", "int64", (None,))]
-    assert [(a.name, a.dtype, a.shape) for a in spec.outputs] == [
+    assert [(a.name, a.dtype.spec, a.shape) for a in spec.outputs] == [
         ("oindices", "int64", (None, 2)), ("ovv", "double", (None,))]
     assert all(is_dynamic(spec, o) for o in spec.outputs)
     assert [a.name for a in grad_inputs(spec)] == ["vv"]
@@ -94,7 +94,7 @@ def test_comments_blank_lines_spaces_and_aliases():
         double out( ? ) ->   output
         """, "ops/custom_op.txt")
     assert spec.path == "ops/custom_op.txt"
-    assert [(a.name, a.dtype, a.shape) for a in spec.inputs] == [
+    assert [(a.name, a.dtype.spec, a.shape) for a in spec.inputs] == [
         ("a", "double", (None, None)), ("b", "float", (3, None, 4)), ("c", "int32", ()),
         ("d", "bool", (2, 2, 2, 2)), ("e", "string", (None,))]
     assert spec.outputs[0].shape == (None,)

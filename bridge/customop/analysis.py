@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bridge.julia import contract
-from .model import Arg, Expr, OpSpec
+from .model import Arg, Attr, Expr, OpSpec
 
-__all__ = ["DimBinding", "dim_bindings", "is_dynamic", "is_float", "grad_inputs", "grad_outputs", "has_gradient",
-           "op_types"]
+__all__ = ["DimBinding", "dim_bindings", "sizes_dimensions", "is_dynamic", "is_differentiable",
+           "differentiable_types", "grad_inputs", "grad_outputs", "has_gradient", "op_types"]
 
 @dataclass(frozen=True)
 class DimBinding:
@@ -26,13 +26,18 @@ def dim_bindings(spec: OpSpec) -> dict[str, DimBinding]:
     """Named dimensions whose value is known before the Julia call, in binding order."""
     out: dict[str, DimBinding] = {}
     for attr in spec.attrs:
-        if attr.dtype == "int64":
+        if sizes_dimensions(attr):
             out[attr.name] = DimBinding(attr.name, attr=attr.name)
     for arg in spec.inputs:
         for axis, dim in enumerate(arg.shape):
             if isinstance(dim, str) and dim not in out:
                 out[dim] = DimBinding(dim, arg=arg.name, axis=axis)
     return out
+
+
+def sizes_dimensions(attr: Attr) -> bool:
+    """An attribute that can size a dimension: an integer one (int64)."""
+    return attr.dtype.kind == "int"
 
 
 def is_dynamic(spec: OpSpec, arg: Arg, bound: Optional[dict[str, DimBinding]] = None) -> bool:
@@ -51,23 +56,29 @@ def is_dynamic(spec: OpSpec, arg: Arg, bound: Optional[dict[str, DimBinding]] = 
     return False
 
 
-def is_float(arg: Arg) -> bool:
-    """A float (differentiable) dtype: double or float (contract.DTYPES, kind "float")."""
-    return contract.by_spec(arg.dtype).kind == "float"
+def is_differentiable(arg: Arg) -> bool:
+    """A differentiable dtype (contract.DType.differentiable: float or complex)."""
+    return arg.dtype.differentiable
+
+
+def differentiable_types() -> str:
+    """The kinds of spec types gradients flow through, for messages: 'float or complex'."""
+    kinds = list(dict.fromkeys(d.kind for d in contract.DTYPES if d.differentiable))
+    return " or ".join(kinds)
 
 
 def grad_inputs(spec: OpSpec) -> tuple[Arg, ...]:
-    """Inputs that get a gradient (the float ones), in spec order."""
-    return tuple(a for a in spec.inputs if is_float(a))
+    """Inputs that get a gradient (the differentiable ones), in spec order."""
+    return tuple(a for a in spec.inputs if is_differentiable(a))
 
 
 def grad_outputs(spec: OpSpec) -> tuple[Arg, ...]:
-    """Outputs whose incoming gradient the gradient op takes (the float ones)."""
-    return tuple(a for a in spec.outputs if is_float(a))
+    """Outputs whose incoming gradient the gradient op takes (the differentiable ones)."""
+    return tuple(a for a in spec.outputs if is_differentiable(a))
 
 
 def has_gradient(spec: OpSpec) -> bool:
-    """A gradient op exists when some float output depends on some float input."""
+    """A gradient op exists when some differentiable output depends on some differentiable input."""
     return bool(grad_inputs(spec)) and bool(grad_outputs(spec))
 
 

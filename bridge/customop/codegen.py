@@ -8,6 +8,7 @@ spec and templates give byte-identical files (golden tests pin them).
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -17,7 +18,8 @@ import jinja2
 from bridge.platform import paths
 from bridge.julia import contract
 from .model import Arg, Attr, Expr, OpSpec
-from .analysis import dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic
+from .analysis import (differentiable_types, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic,
+                       sizes_dimensions)
 from .dims import Num, dim_names, divisors, evaluate, parse_expr, render_expr
 from .spec import snake_case
 
@@ -62,7 +64,7 @@ class DimView:
 @dataclass
 class ArgView:
     name: str
-    dtype: str                # spec type
+    dtype: contract.DType     # its row (str(): the spec type)
     tf_type: str
     cxx_type: str
     tfjl_dtype: str
@@ -115,7 +117,8 @@ class ArgView:
     @property
     def gradient_doc(self) -> str:
         """What a gradient op's output (grad_<input>) is to the backward function."""
-        return self.julia_doc("gradient") + f", zeros on entry: add into it (`{self.name} .+= ...`)"
+        note = self.dtype.gradient_note.format(grad=self.name, like=self.like)
+        return self.julia_doc("gradient") + f", zeros on entry: add into it (`{self.name} .+= ...`)" + note
 
     @property
     def cxx_dims(self) -> str:
@@ -131,7 +134,7 @@ class ArgView:
 @dataclass
 class AttrView:
     name: str
-    dtype: str
+    dtype: contract.DType
     tf_decl: str              # "alpha: float = 0.5"
     cxx_type: str
     julia_type: str
@@ -142,7 +145,7 @@ class AttrView:
         """CallFrame::Attr's arguments (the contract's AttrType.frame_args).  TF
         has only 32-bit float attributes: a double one is passed on as
         Float64, the type the spec promised Julia."""
-        return contract.by_spec(self.dtype).attr.frame_args.format(member=f"{self.name}_")
+        return self.dtype.attr.frame_args.format(member=f"{self.name}_")
 
 
 @dataclass
@@ -187,20 +190,20 @@ class Check:
 
 
 def _attr_view(attr: Attr, sizes_dim: bool) -> AttrView:
-    dtype = contract.by_spec(attr.dtype)
+    dtype = attr.dtype
     decl = f"{attr.name}: {dtype.attr.tf_type}"
     if sizes_dim:  # TensorFlow itself then rejects a negative size
         decl += " >= 0"
     default = None
     if attr.default is not None:
-        if attr.dtype == "bool":
+        if dtype.kind == "bool":
             default = "true" if attr.default else "false"
-        elif attr.dtype == "string":
+        elif dtype.kind == "string":
             default = '\\"' + str(attr.default) + '\\"'
         else:
             default = repr(attr.default)
         decl += f" = {default}"
-        if attr.dtype == "string":
+        if dtype.kind == "string":
             default = '"' + str(attr.default) + '"'
     return AttrView(attr.name, attr.dtype, decl, dtype.attr.cxx, dtype.julia, default)
 
@@ -231,7 +234,7 @@ class _Builder:
         return fn
 
     def arg_view(self, arg: Arg, index: int, role: str) -> ArgView:
-        dtype = contract.by_spec(arg.dtype)
+        dtype = arg.dtype
         dims = []
         for axis, dim in enumerate(arg.shape):
             text = shape_text((dim,))[1:-1]
@@ -253,7 +256,7 @@ class _Builder:
             else:
                 dims.append(DimView(axis, "free", text))
         dynamic = role == "output" and is_dynamic(self.spec, arg, self.bound)
-        return ArgView(arg.name, arg.dtype, dtype.spec, dtype.cxx, dtype.name, dtype.julia,
+        return ArgView(arg.name, dtype, dtype.spec, dtype.cxx, dtype.name, dtype.julia,
                        arg.rank, shape_text(arg.shape), dims, index, dynamic=dynamic,
                        is_string=dtype.kind == "string")
 
@@ -296,6 +299,7 @@ class _Builder:
             "dim_functions": functions,
             "uses_floordiv": self.uses_floordiv,
             "grad": grad,
+            "differentiable_types": differentiable_types(),
         }
 
     def checks(self, inputs: list[ArgView], bound: dict[str, BoundDim]) -> list[Check]:
@@ -502,7 +506,7 @@ def _entry(op: str, function: str, tensors: list[tuple[ArgView, str]], attrs: li
         for array, n in contract.tensor_slots(a.rank).items():
             slot[array] += n
     for t in attrs:
-        dtype = contract.by_spec(t.dtype)
+        dtype = t.dtype
         out.append(EntryArg(dtype.attr.read.format(**slot), f"{t.name}: {t.dtype} attribute"))
         for array, n in contract.attr_slots(dtype).items():
             slot[array] += n
@@ -557,7 +561,7 @@ def _sample_sizes(spec: OpSpec) -> dict[str, int]:
     they size dims."""
     sizes: dict[str, int] = {}
     for attr in spec.attrs:
-        if attr.dtype == "int64":
+        if sizes_dimensions(attr):
             sizes[attr.name] = (attr.default if isinstance(attr.default, int) and attr.default >= 0
                                 else SAMPLE_SIZE)
     taken = set(sizes.values())
@@ -590,15 +594,7 @@ def _sample_shape(arg: Arg, sizes: dict[str, int]) -> tuple[int, ...]:
 
 
 def _sample_value(arg: Arg, sizes: dict[str, int]) -> str:
-    shape = _sample_shape(arg, sizes)
-    dtype = contract.by_spec(arg.dtype)
-    if dtype.kind == "float":
-        return f"rng.standard_normal({shape!r}).astype(np.{dtype.numpy})"
-    if dtype.kind == "string":
-        return f"np.full({shape!r}, 'a', dtype=object)"
-    if dtype.kind == "bool":
-        return f"rng.integers(0, 2, {shape!r}).astype(np.{dtype.numpy})"
-    return f"rng.integers(0, 3, {shape!r}).astype(np.{dtype.numpy})"
+    return arg.dtype.sample(_sample_shape(arg, sizes))
 
 
 def _sample_attr(attr: Attr, sizes: dict[str, int]) -> str:
@@ -606,7 +602,7 @@ def _sample_attr(attr: Attr, sizes: dict[str, int]) -> str:
         return repr(sizes[attr.name])
     if attr.default is not None:
         return repr(attr.default)
-    return contract.by_spec(attr.dtype).attr.sample
+    return attr.dtype.attr.sample
 
 
 def gradtest_script(spec: OpSpec, op_dir: str) -> str:
@@ -622,9 +618,22 @@ def gradtest_script(spec: OpSpec, op_dir: str) -> str:
                   float_inputs=[a.name for a in grad_inputs(spec)])
 
 
+def _listing(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+
+
 def scaffold_spec(name: str) -> str:
-    """custom_op.txt text for ``tfbridge customop init NAME``."""
-    return _environment().get_template("custom_op.txt.j2").render(op=name)
+    """custom_op.txt text for ``tfbridge customop init NAME``: its comment
+    lists the spec's types, from the contract table."""
+    aliases = ", ".join(f"{alias} for {spec}" for alias, spec in contract.spec_aliases().items())
+    types = f"an input; TYPE is {_listing(list(contract.spec_types()))} (aliases: {aliases})"
+    attrs = (f"an attribute: {_listing(list(contract.attr_types()))} (\"quoted\"); an int64 "
+             "attribute can size dims")
+    # The first line of the @attr item starts 8 columns further right.
+    attr_lines = textwrap.wrap(attrs, 56, initial_indent=" " * 8)
+    attr_lines[0] = attr_lines[0].lstrip()
+    return _environment().get_template("custom_op.txt.j2").render(
+        op=name, type_lines=textwrap.wrap(types, 56), attr_lines=attr_lines)
 
 
 #: The templates whose output goes into a build (the others only scaffold).

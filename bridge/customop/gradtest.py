@@ -2,9 +2,11 @@
 ``gradtest.py`` each build writes beside the op's library.
 
 The generated script holds sample inputs made from the spec (small random
-floats, small integers, the string ``"a"``) and calls :func:`main`, which
-lets the command line replace any of them, differentiates the float inputs
-only (the others stay as given), and runs :func:`bridge.gradcheck`::
+floats or complex numbers, small integers, the string ``"a"``: each kind's
+sample in ``bridge/julia/contract.py``'s ``KINDS``) and calls :func:`main`,
+which lets the command line replace any of them, differentiates the
+differentiable (float and complex) inputs only (the others stay as given),
+and runs :func:`bridge.gradcheck`::
 
     tfbridge gradtest ops/sinkhorn --input iter=20
     tfbridge gradtest ops/sinkhorn --inputs inputs.npz     # arrays named like the inputs
@@ -93,7 +95,7 @@ def parse_assignment(text: str, spec: OpSpec) -> tuple[str, Any]:
     try:
         return name, ast.literal_eval(value.strip())
     except (ValueError, SyntaxError):
-        if julia_contract.by_spec(known[name].dtype).kind == "string":
+        if known[name].dtype.kind == "string":
             return name, value
         raise GradtestError(f"--input {name}={value}: not a Python literal (a number, a list of numbers, "
                             "True/False or a quoted string)") from None
@@ -101,9 +103,9 @@ def parse_assignment(text: str, spec: OpSpec) -> tuple[str, Any]:
 
 def _as_input(arg: Arg, value: Any, spec: OpSpec) -> np.ndarray:
     """``value`` as the array the input takes, or GradtestError naming it."""
-    dtype = julia_contract.by_spec(arg.dtype)
+    dtype = arg.dtype
     try:
-        array = np.asarray(value, dtype=object if dtype.numpy is None else getattr(np, dtype.numpy))
+        array = np.asarray(value, dtype=object if dtype.np_dtype is None else dtype.np_dtype)
     except (TypeError, ValueError) as exc:
         raise GradtestError(f"input '{arg.name}' of {spec.name} is {arg.dtype}: cannot use {value!r} ({exc})") \
             from None
@@ -138,7 +140,7 @@ def apply_given(spec: OpSpec, inputs: Mapping[str, Any], attrs: Mapping[str, Any
 def _parser(op: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradtest", description=f"gradient test of {op}: bridge.gradcheck along a random direction of "
-                                     "its float inputs (the other inputs stay as given)")
+                                     "its differentiable inputs (the other inputs stay as given)")
     parser.add_argument("--plot", metavar="PATH", help="write the log-log convergence plot (PNG) here")
     parser.add_argument("--inputs", metavar="FILE", type=Path,
                         help="values for inputs and attributes: an .npz of arrays named like them, or a "
@@ -198,8 +200,8 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
     print(f"{spec.name}: {result}")
     if result.verdict in (CANNOT_TEST, CONSTANT):
         print(f"The inputs not given on the command line are samples ({_sample_note(spec)}); give inputs "
-              f"where {spec.name} is finite and depends on its float inputs with --input NAME=VALUE or "
-              f"--inputs FILE (.npz or .py).")
+              f"where {spec.name} is finite and depends on its differentiable inputs with --input "
+              f"NAME=VALUE or --inputs FILE (.npz or .py).")
     if args.plot:
         if not result.evaluated:
             print("convergence plot skipped: no step was evaluated")
@@ -215,20 +217,14 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
 
 def no_gradient_reason(spec: OpSpec) -> str:
     """Why ``spec`` has no gradient op to test."""
-    return (f"{spec.name} has no gradient to test: it needs a float input and a float output (double or "
-            f"float) in {spec.path}")
+    from .analysis import differentiable_types
+    return (f"{spec.name} has no gradient to test: it needs a differentiable ({differentiable_types()}) input "
+            f"and output in {spec.path}")
 
 
 def _sample_note(spec: OpSpec) -> str:
-    kinds = {julia_contract.by_spec(a.dtype).kind for a in spec.inputs}
-    notes = ["random floats"]
-    if "int" in kinds:
-        notes.append("integers from 0 to 2")
-    if "bool" in kinds:
-        notes.append("random booleans")
-    if "string" in kinds:
-        notes.append("the string 'a'")
-    return ", ".join(notes)
+    kinds = {a.dtype.kind for a in spec.inputs}
+    return ", ".join(k.sample_note for k in julia_contract.KINDS if k.name in kinds)
 
 
 def _keywords(spec: OpSpec, attrs: Mapping[str, Any]) -> dict[str, Any]:

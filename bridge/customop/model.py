@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from bridge.julia import contract
+
 # A dimension is an int (fixed size), a str naming a dimension ("n", shared
 # between arguments: every argument that names it must agree at run time), an
 # Expr (simple arithmetic over named dims, e.g. n*n), or None for "?" (unknown).
@@ -28,9 +30,12 @@ Dim = Union[int, str, Expr, None]
 class Arg:
     """One input or output of the op."""
     name: str            # lower-case identifier, as in the spec
-    dtype: str           # canonical spec type: double, float, int32, int64, bool, string (contract.DTYPES)
+    dtype: contract.DType  # its row of contract.DTYPES (a spec type name given here becomes its row)
     shape: tuple[Dim, ...]  # () for a scalar
     line: int            # 1-based line in the spec file, for error messages
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", _row(self.dtype))
 
     @property
     def rank(self) -> int:
@@ -41,9 +46,17 @@ class Arg:
 class Attr:
     """An op attribute (extension: ``@attr TYPE NAME [= DEFAULT]``)."""
     name: str
-    dtype: str           # double, float, int64, bool, string (contract.attr_types())
+    dtype: contract.DType  # its row of contract.DTYPES, one with an AttrType (a spec type name becomes its row)
     default: Optional[object]
     line: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", _row(self.dtype))
+
+
+def _row(dtype: Union[str, contract.DType]) -> contract.DType:
+    """The contract row of a spec type name (``double``), or the row itself."""
+    return contract.by_spec(dtype) if isinstance(dtype, str) else dtype
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ The format is ADCME's, with a few extensions::
     @forward two_layer            # extension: the Julia function (default: snake_case(Op))
     @backward two_layer_grad      # extension: its gradient (default: forward + "_grad")
 
-Types: double, float, int32, int64, bool, string; aliases float64 -> double,
-float32 -> float, int -> int32 (the table in bridge/julia/contract.py).  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
+Types: the spec names of the table in bridge/julia/contract.py, ``DTYPES``
+(double, float, int32, int64, bool, string, ...; aliases float64 -> double,
+float32 -> float, int -> int32).  Shapes: ``()`` a scalar, ``(?)``, ``(?,?)``,
 fixed sizes ``(?,2)``, any rank; spaces inside are allowed.
 
 Extensions over ADCME:
@@ -68,8 +69,8 @@ from typing import Iterator, Union
 from bridge.julia import contract
 from .model import Arg, Attr, Dim, Expr, OpSpec
 # The parser's parts, each in its module; their names stay importable from here.
-from .analysis import (DimBinding, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic, is_float,
-                       op_types)
+from .analysis import (DimBinding, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_differentiable,
+                       is_dynamic, op_types, sizes_dimensions)
 from .dims import (INT64_MAX, MAX_EXPR_DEPTH, MAX_EXPR_TOKENS, BinOp, ExprError, Name, Node, Num, dim_names,
                    divisors, evaluate, parse_expr, render_expr, to_dim)
 from .errors import SpecError, show
@@ -77,13 +78,13 @@ from .reserved import JULIA_FN, MAX_NAME, NAME, julia_name_problem, reserved_rea
 
 __all__ = [
     "SpecError", "parse", "parse_file", "decode", "snake_case", "parse_expr", "Num", "Name", "BinOp", "Node",
-    "evaluate", "render_expr", "divisors", "dim_names", "is_float", "dim_bindings", "is_dynamic",
+    "evaluate", "render_expr", "divisors", "dim_names", "is_differentiable", "dim_bindings", "is_dynamic",
     "DimBinding", "grad_inputs", "grad_outputs", "has_gradient", "op_types", "reserved_reason", "TYPES",
     "ATTR_TYPES", "MAX_OP_NAME", "MAX_NAME", "MAX_EXPR_TOKENS", "MAX_EXPR_DEPTH",
 ]
 
 # The type names come from the contract table (bridge/julia/contract.py).
-TYPES = contract.spec_types()             # double, float, int32, int64, bool, string
+TYPES = contract.spec_types()             # double, float, int32, int64, bool, string, ...
 ATTR_TYPES = contract.attr_types()        # double, float, int64, bool, string
 _TYPE_ALIASES = contract.spec_aliases()   # float64 -> double, float32 -> float, int -> int32
 _ATTR_ALIASES = contract.attr_aliases()   # float64 -> double, float32 -> float, int and int32 -> int64
@@ -385,7 +386,7 @@ class _Parser:
                         raise self.error(arg.line, f"dimension name '{dim_name}' is reserved: {reason}; "
                                                    "choose another name")
                     attr = attrs.get(dim_name)
-                    if attr is not None and attr.dtype != "int64":
+                    if attr is not None and not sizes_dimensions(attr):
                         raise self.error(arg.line, f"dimension '{dim_name}' of '{arg.name}' names "
                                                    f"the {attr.dtype} attribute on line {attr.line}; "
                                                    "only int64 attributes can size a dimension")

@@ -10,13 +10,14 @@ class DType:
     """One TF_DataType. Compare with ``==`` against another DType, a numpy
     dtype, or a name such as ``"float32"``."""
 
-    __slots__ = ("enum", "name", "_np", "size")
+    __slots__ = ("enum", "name", "_np", "size", "kind")
 
-    def __init__(self, enum: int, name: str, np_dtype: Any, size: int):
+    def __init__(self, enum: int, name: str, np_dtype: Any, size: int, kind: str = "other"):
         self.enum = enum
         self.name = name
         self._np = np_dtype
         self.size = size
+        self.kind = kind  # _TABLE's kind (is_floating, ...); "ref" for TF1's reference types
 
     @property
     def as_numpy_dtype(self) -> Optional[np.dtype]:
@@ -30,21 +31,28 @@ class DType:
         return self._np
 
     @property
+    def proto_name(self) -> str:
+        """TensorFlow's ``DataType`` enumerator (types.proto, C++ ``tensorflow::DT_*``): DT_DOUBLE, DT_COMPLEX128."""
+        base = base_dtype(self)
+        name = "DT_" + _PROTO_NAMES.get(base.name, base.name.upper())
+        return name + "_REF" if base is not self else name
+
+    @property
     def is_floating(self) -> bool:
-        return self.name in ("float16", "bfloat16", "float32", "float64")
+        return self.kind == "float"
 
     @property
     def is_complex(self) -> bool:
-        return self.name in ("complex64", "complex128")
+        return self.kind == "complex"
 
     @property
     def is_integer(self) -> bool:
-        return self.name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+        return self.kind == "int"
 
     @property
     def is_differentiable(self) -> bool:
         """Whether gradients flow through values of this type."""
-        return self.is_floating or self.is_complex or self.name == "resource" or self.name == "variant"
+        return self.kind in ("float", "complex", "handle")
 
     def __eq__(self, other) -> bool:
         if isinstance(other, DType):
@@ -64,27 +72,36 @@ class DType:
         return as_dtype, (self.enum,)
 
 
+# kind: "float", "complex" and "handle" (resource, variant) are differentiable;
+# "int" (signed and unsigned), "bool", "string", "quantized" and "narrow" (the
+# float8, float4, int4 and int2 types: no is_floating or is_integer) are not.
 _TABLE = [
-    # enum, name, numpy, element size in a dense buffer (0: not memcpy-able)
-    (1, "float32", np.float32, 4), (2, "float64", np.float64, 8),
-    (3, "int32", np.int32, 4), (4, "uint8", np.uint8, 1), (5, "int16", np.int16, 2),
-    (6, "int8", np.int8, 1), (7, "string", np.object_, 0), (8, "complex64", np.complex64, 8),
-    (9, "int64", np.int64, 8), (10, "bool", np.bool_, 1), (11, "qint8", None, 1),
-    (12, "quint8", None, 1), (13, "qint32", None, 4), (14, "bfloat16", "bfloat16", 2),
-    (15, "qint16", None, 2), (16, "quint16", None, 2), (17, "uint16", np.uint16, 2),
-    (18, "complex128", np.complex128, 16), (19, "float16", np.float16, 2),
-    (20, "resource", None, 0), (21, "variant", None, 0), (22, "uint32", np.uint32, 4),
-    (23, "uint64", np.uint64, 8), (24, "float8_e5m2", "float8_e5m2", 1),
-    (25, "float8_e4m3fn", "float8_e4m3fn", 1), (26, "float8_e4m3fnuz", "float8_e4m3fnuz", 1),
-    (27, "float8_e4m3b11fnuz", "float8_e4m3b11fnuz", 1), (28, "float8_e5m2fnuz", "float8_e5m2fnuz", 1),
-    (29, "int4", "int4", 1), (30, "uint4", "uint4", 1), (31, "int2", "int2", 1), (32, "uint2", "uint2", 1),
-    (33, "float4_e2m1fn", "float4_e2m1fn", 1),
+    # enum, name, numpy, element size in a dense buffer (0: not memcpy-able), kind
+    (1, "float32", np.float32, 4, "float"), (2, "float64", np.float64, 8, "float"),
+    (3, "int32", np.int32, 4, "int"), (4, "uint8", np.uint8, 1, "int"), (5, "int16", np.int16, 2, "int"),
+    (6, "int8", np.int8, 1, "int"), (7, "string", np.object_, 0, "string"),
+    (8, "complex64", np.complex64, 8, "complex"),
+    (9, "int64", np.int64, 8, "int"), (10, "bool", np.bool_, 1, "bool"), (11, "qint8", None, 1, "quantized"),
+    (12, "quint8", None, 1, "quantized"), (13, "qint32", None, 4, "quantized"),
+    (14, "bfloat16", "bfloat16", 2, "float"), (15, "qint16", None, 2, "quantized"),
+    (16, "quint16", None, 2, "quantized"), (17, "uint16", np.uint16, 2, "int"),
+    (18, "complex128", np.complex128, 16, "complex"), (19, "float16", np.float16, 2, "float"),
+    (20, "resource", None, 0, "handle"), (21, "variant", None, 0, "handle"), (22, "uint32", np.uint32, 4, "int"),
+    (23, "uint64", np.uint64, 8, "int"), (24, "float8_e5m2", "float8_e5m2", 1, "narrow"),
+    (25, "float8_e4m3fn", "float8_e4m3fn", 1, "narrow"), (26, "float8_e4m3fnuz", "float8_e4m3fnuz", 1, "narrow"),
+    (27, "float8_e4m3b11fnuz", "float8_e4m3b11fnuz", 1, "narrow"),
+    (28, "float8_e5m2fnuz", "float8_e5m2fnuz", 1, "narrow"),
+    (29, "int4", "int4", 1, "narrow"), (30, "uint4", "uint4", 1, "narrow"), (31, "int2", "int2", 1, "narrow"),
+    (32, "uint2", "uint2", 1, "narrow"), (33, "float4_e2m1fn", "float4_e2m1fn", 1, "narrow"),
 ]
+# TensorFlow's DataType enumerators that are not DT_<NAME>.
+_PROTO_NAMES = {"float32": "FLOAT", "float64": "DOUBLE", "float16": "HALF"}
 
 _BY_ENUM: dict[int, DType] = {}
 _BY_NAME: dict[str, DType] = {}
-for _enum, _name, _np_type, _size in _TABLE:
-    _dt = DType(_enum, _name, np.dtype(_np_type) if _np_type is not None and not isinstance(_np_type, str) else _np_type, _size)
+for _enum, _name, _np_type, _size, _kind in _TABLE:
+    _dt = DType(_enum, _name, np.dtype(_np_type) if _np_type is not None and not isinstance(_np_type, str) else _np_type,
+                _size, _kind)
     _BY_ENUM[_enum] = _BY_NAME[_name] = _dt
     globals()[_name] = _dt
 
@@ -160,7 +177,8 @@ _REFS: dict[int, DType] = {}
 def _ref_dtype(base: DType) -> DType:
     ref = _REFS.get(base.enum)
     if ref is None:
-        ref = _REFS[base.enum] = DType(base.enum + _REF_OFFSET, base.name + "_ref", base._np, base.size)
+        # kind "ref": no is_floating etc., as before kinds were a column
+        ref = _REFS[base.enum] = DType(base.enum + _REF_OFFSET, base.name + "_ref", base._np, base.size, "ref")
     return ref
 
 

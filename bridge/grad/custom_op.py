@@ -16,9 +16,10 @@ _GRAD_OP_TYPE = "_bridge_grad_op_type"  # set on the registered function: its gr
 def register_custom_op_gradient(op_type: str, grad_op_type: Optional[str] = None) -> None:
     """Differentiate ``op_type`` with its gradient op (``<Op>Grad`` by default).
 
-    The gradient op's inputs are: the gradients of the op's float outputs,
-    then all the op's outputs, then all its inputs; its outputs are the
-    gradients of the op's float inputs, in order.  Attributes the gradient op
+    The gradient op's inputs are: the gradients of the op's differentiable
+    (float and complex) outputs, then all the op's outputs, then all its
+    inputs; its outputs are the gradients of the op's differentiable inputs,
+    in order.  Attributes the gradient op
     declares are copied from the forward op.  Calling this again for the same
     pair is a no-op (``bridge.customop.load`` may run twice).
     """
@@ -29,15 +30,16 @@ def register_custom_op_gradient(op_type: str, grad_op_type: Optional[str] = None
 
     def _grad(op: Operation, *grads: Optional[Output]) -> list:
         outs, ins = op.outputs, op.inputs
-        float_outs = [i for i, o in enumerate(outs) if o.dtype.is_floating]
-        float_ins = [i for i, x in enumerate(ins) if x.dtype.is_floating]
+        # The differentiable ones (float and complex: a Julia op's dtypes, bridge/julia/contract.py).
+        float_outs = [i for i, o in enumerate(outs) if o.dtype.is_differentiable]
+        float_ins = [i for i, x in enumerate(ins) if x.dtype.is_differentiable]
         dys = [grads[i] if grads[i] is not None else _zeros_like(outs[i]) for i in float_outs]
         attrs, types = _declared_attrs(op, grad_op_type)
         gop = op.graph.create_op(grad_op_type, dys + outs + ins, attrs=attrs, attr_types=types,
                                  name=grad_op_type)
         if gop.num_outputs != len(float_ins):
             raise ValueError(f"{grad_op_type} has {gop.num_outputs} outputs, but {op_type} "
-                             f"'{op.name}' has {len(float_ins)} float inputs")
+                             f"'{op.name}' has {len(float_ins)} differentiable inputs")
         result: list = [None] * len(ins)
         for k, i in enumerate(float_ins):
             result[i] = gop.output(k)

@@ -12,6 +12,14 @@ function with several (or non-scalar) outputs is reduced to the scalar
 ``sum_k sum(w_k * y_k)`` with fixed random weights w, so the test checks
 ``J^T w`` (what reverse mode computes) through ``bridge.gradients``.
 
+Complex inputs and outputs are tested as pairs of real numbers, with
+TensorFlow's convention for the gradient of a real function L of complex z:
+``dL/d(re z) + i dL/d(im z)`` (so for y = f(z) holomorphic the gradient is
+``grad_y * conj(f'(z))``).  A complex output enters the objective as
+``real(w_k * y_k)`` with complex random weights, so both its real and its
+imaginary part are tested; a complex input moves along a complex random
+direction v, and ``J v`` is ``real(sum(conj(g) * v))`` for the gradient g.
+
 The test never passes what it did not test.  Its verdicts:
 
 * ``PASS``: the first-order remainder falls like O(h^2) (slope >= ``min_order``);
@@ -246,7 +254,7 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
         got = iter(values[1:])
         g0 = [np.zeros_like(v) if g is None else np.asarray(next(got)) for v, g in zip(problem.x0, grads)]
         if direction is None:
-            v = [rng.standard_normal(x.shape).astype(x.dtype) for x in problem.x0]
+            v = [_random(rng, x.shape, x.dtype) for x in problem.x0]
         else:
             v = [np.asarray(d, dtype=x.dtype) for d, x in zip(flatten([direction] if problem.single else direction),
                                                                problem.x0)]
@@ -329,20 +337,33 @@ def _first_non_finite(names: Sequence[str], values: Sequence[np.ndarray]) -> str
     return ""
 
 
+def _random(rng: np.random.Generator, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """Standard normal values of ``dtype``; complex ones with an imaginary part of their own."""
+    value = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        value = value + 1j * rng.standard_normal(shape)
+    return value.astype(dtype)
+
+
 def _weighted_sum(ys: list[Output], shapes: list[tuple], rng: np.random.Generator) -> Output:
-    """sum_k sum(w_k * y_k) with random w_k (just y for a single scalar)."""
+    """sum_k sum(w_k * y_k) with random w_k (just y for a single real scalar);
+    real(w_k * y_k), with complex w_k, for a complex y_k."""
+    from bridge.framework import dtypes
     from bridge.framework.builders import constant
     from ._helpers import _op
-    if len(ys) == 1 and shapes[0] == ():
-        return ys[0] if ys[0].dtype.is_floating else _op("Real", [ys[0]])
+    if len(ys) == 1 and shapes[0] == () and ys[0].dtype.is_floating:
+        return ys[0]
     terms = []
     for i, (y, shape) in enumerate(zip(ys, shapes)):
-        w = constant(rng.standard_normal(shape).astype(y.dtype.as_numpy_dtype), y.dtype, name=f"w{i}")
+        w = constant(_random(rng, shape, y.dtype.as_numpy_dtype), y.dtype, name=f"w{i}")
         prod = _op("Mul", [y, w])
         if y.dtype.is_complex:
-            prod = _op("Real", [prod])
+            real = np.real(np.zeros((), y.dtype.as_numpy_dtype)).dtype  # complex128 -> float64
+            prod = _op("Real", [prod], {"Tout": dtypes.as_dtype(real)})
         axes = constant(np.arange(len(shape), dtype=np.int32), name=f"axes{i}")
         terms.append(_op("Sum", [prod, axes]))
+    if len({t.dtype for t in terms}) > 1:  # float32 and float64 terms (say complex64 and complex128 outputs)
+        terms = [t if t.dtype == dtypes.float64 else _op("Cast", [t], {"DstT": dtypes.float64}) for t in terms]
     return terms[0] if len(terms) == 1 else _op("AddN", [terms])
 
 

@@ -6,9 +6,12 @@ A Julia op crosses four sides: the spec parser and code generator (Python,
 host calls (``bridge.julia``).  They must agree on
 
 * the **dtypes** a Julia op takes (``DTYPES``): the spec's type names, the
-  runtime's ``tfjl::DType`` code, TensorFlow's ``TF_DataType``, the element
-  size, the C++, Julia and numpy types, and whether and how an ``@attr`` of
-  the type is passed;
+  runtime's ``tfjl::DType`` code, the C++ and Julia types, and whether and
+  how an ``@attr`` of the type is passed; TensorFlow's facts about each
+  (``TF_DataType``, element size, numpy type, kind, whether it is
+  differentiable) come from ``bridge.framework.dtypes`` by its TF name, and
+  what its kind means for a Julia op (a scalar's field, the gradient test's
+  samples) from ``KINDS``;
 * the **error kinds** a call reports (``ERROR_KINDS``), with the TF_Code
   (``absl::StatusCode``) each becomes;
 * the **compiled-entry layout** (``ENTRY_PARAMS``, ``tensor_slots``,
@@ -24,7 +27,8 @@ disagrees with the table).  To add a dtype: add a row to ``DTYPES`` and run
 ``make contract`` (kernels_cpp/include/tfjl/CONTRACT.md, "Changing the
 contract", lists the steps for error kinds and ``@attr`` types too).
 
-Plain data: nothing here imports the rest of the package.
+Plain data: nothing here imports the rest of the package but
+``bridge.framework.dtypes`` (TensorFlow's table of dtypes, itself plain data).
 """
 from __future__ import annotations
 
@@ -35,7 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["DType", "AttrType", "ErrorKind", "EntryParam", "DTYPES", "ERROR_KINDS", "ENTRY_PARAMS",
+import numpy as np
+
+from bridge.framework import dtypes as _tf
+
+__all__ = ["DType", "Kind", "KINDS", "AttrType", "ErrorKind", "EntryParam", "DTYPES", "ERROR_KINDS", "ENTRY_PARAMS",
            "ENTRY_RESULT", "by_code", "by_spec", "by_name", "spec_types", "spec_aliases", "attr_types",
            "attr_aliases", "error_kind", "tensor_slots", "header_text", "julia_text", "generated_files",
            "main"]
@@ -56,52 +64,134 @@ class AttrType:
 
 
 @dataclass(frozen=True)
+class Kind:
+    """What a dtype's kind (TensorFlow's, ``bridge.framework.dtypes``) means for a Julia op.
+    Whether it is differentiable is TensorFlow's answer too (``DType.is_differentiable``)."""
+    name: str                 # bridge.framework.dtypes' kind
+    scalar: Optional[str]     # the tfjl::Arg field holding a scalar of it (an @attr, bridge.julia.call's
+                              #   scalars); None: only arrays of it cross
+    sample: str               # the gradient test's sample: a Python expression of `rng` (numpy's
+                              #   Generator), {shape} and np.{numpy}
+    sample_note: str          # what the samples are, for gradtest's messages
+    gradient_note: str = ""   # how a gradient of it is computed, for the Julia stub's doc; {grad}: the
+                              #   gradient's name, {like}: the input's
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("float", "f", "rng.standard_normal({shape}).astype(np.{numpy})", "random floats"),
+    Kind("complex", None, "(rng.standard_normal({shape}) + 1j * rng.standard_normal({shape})).astype(np.{numpy})",
+         "random complex numbers",
+         "; TensorFlow's convention, dL/d(re {like}) + i dL/d(im {like}): for an output o = f({like}), f "
+         "holomorphic, `{grad} .+= grad_o .* conj.(fprime.({like}))` (README.md, \"What Julia receives\")"),
+    Kind("int", "i", "rng.integers(0, 3, {shape}).astype(np.{numpy})", "integers from 0 to 2"),
+    Kind("bool", "b", "rng.integers(0, 2, {shape}).astype(np.{numpy})", "random booleans"),
+    Kind("string", "s", "np.full({shape}, 'a', dtype=object)", "the string 'a'"),
+)
+_KINDS = {k.name: k for k in KINDS}
+
+
+@dataclass(frozen=True)
 class DType:
-    """One dtype a Julia op takes."""
-    name: str                 # tfjl::DType's enumerator, and the Julia element type
+    """One dtype a Julia op takes.  TensorFlow's facts about it (TF_DataType,
+    ``tensorflow::DataType``, element size, numpy type, kind) come from
+    ``bridge.framework.dtypes`` by its TF name; the row adds the Julia op's."""
+    name: str                 # tfjl::DType's enumerator (a C++ identifier)
     code: int                 # tfjl::DType's value (tfjl_arg.dtype in the C API)
     spec: str                 # the spec's type name (custom_op.txt), also TF's op-def type
     aliases: tuple[str, ...]  # other spellings of it in argument lines
-    tf_name: str              # tensorflow::DataType
-    tf_enum: int              # its TF_DataType value
-    size: int                 # bytes per element in a TF buffer; 0: not plain memory (strings)
+    tf: str                   # TensorFlow's name of it (bridge.framework.dtypes): float64, complex128
     cxx: str                  # C++ element type of a TF tensor (Tensor::flat<cxx>): a standard type, usable
                               #   outside namespace tensorflow too (strings: TF's tstring)
-    julia: str                # Julia element type
-    jl_type: str              # Julia's C API datatype (julia.h), for libtfjl_julia.so
-    numpy: Optional[str]      # numpy's scalar type (np.<numpy>); None: no numpy array crosses as it
-    kind: str                 # "float" (differentiable), "int", "bool" or "string"
-    attr: Optional[AttrType]  # None: not an @attr type
+    julia: str                # Julia element type, an expression Julia evaluates in TFBridge (julia/contract.jl's
+                              #   DTYPES, from which libtfjl_julia.so takes the type of each code)
+    attr: Optional[AttrType] = None  # None: not an @attr type
+    includes: tuple[str, ...] = ()   # the C++ headers `cxx` needs (contract.h includes them)
+
+    def __str__(self) -> str:
+        return self.spec
+
+    @property
+    def tf_dtype(self) -> "_tf.DType":
+        """bridge.framework.dtypes' DType of it."""
+        return _tf.as_dtype(self.tf)
+
+    @property
+    def tf_name(self) -> str:
+        """tensorflow::DataType's enumerator: DT_DOUBLE."""
+        return self.tf_dtype.proto_name
+
+    @property
+    def tf_enum(self) -> int:
+        """Its TF_DataType value."""
+        return self.tf_dtype.enum
+
+    @property
+    def size(self) -> int:
+        """Bytes per element in a TF buffer; 0: not plain memory (strings)."""
+        return self.tf_dtype.size
+
+    @property
+    def np_dtype(self) -> Optional[np.dtype]:
+        """numpy's dtype of its arrays; None: no numpy array crosses as it (strings)."""
+        return None if self.kind == "string" else self.tf_dtype.as_numpy_dtype
+
+    @property
+    def numpy(self) -> Optional[str]:
+        """numpy's scalar type's name, np.<numpy> (None for strings)."""
+        if self.np_dtype is None:
+            return None
+        t = self.np_dtype.type
+        return next(n for n in (self.np_dtype.name + "_", self.np_dtype.name, t.__name__) if getattr(np, n, None) is t)
+
+    @property
+    def kind(self) -> str:
+        """TensorFlow's kind of it: "float", "complex", "int", "bool" or "string" (KINDS)."""
+        return self.tf_dtype.kind
+
+    @property
+    def differentiable(self) -> bool:
+        """Gradients flow through it (TensorFlow's rule: float and complex): the
+        gradient op fills the gradients of such inputs from those of such outputs."""
+        return self.tf_dtype.is_differentiable
 
     @property
     def arg_field(self) -> Optional[str]:
-        """The tfjl::Arg field holding a scalar (attribute) of this dtype."""
-        return {"float": "f", "int": "i", "bool": "b", "string": "s"}[self.kind]
+        """The tfjl::Arg field holding a scalar (attribute) of this dtype; None: none can."""
+        return _KINDS[self.kind].scalar
+
+    def sample(self, shape: tuple[int, ...]) -> str:
+        """Python code for the gradient test's sample input of ``shape`` (with ``rng``)."""
+        return _KINDS[self.kind].sample.format(shape=repr(tuple(shape)), numpy=self.numpy)
+
+    @property
+    def sample_note(self) -> str:
+        return _KINDS[self.kind].sample_note
+
+    @property
+    def gradient_note(self) -> str:
+        return _KINDS[self.kind].gradient_note
 
 
 DTYPES: tuple[DType, ...] = (
-    DType("Float64", 0, "double", ("float64",), "DT_DOUBLE", 2, 8, "double", "Float64", "jl_float64_type",
-          "float64", "float",
+    DType("Float64", 0, "double", ("float64",), "float64", "double", "Float64",
           AttrType(("float64",), "float", "float", "{member}, tfjl::DType::Float64", "floats",
                    "unsafe_load(floats, {floats})", "0.5")),
-    DType("Float32", 1, "float", ("float32",), "DT_FLOAT", 1, 4, "float", "Float32", "jl_float32_type",
-          "float32", "float",
+    DType("Float32", 1, "float", ("float32",), "float32", "float", "Float32",
           AttrType(("float32",), "float", "float", "{member}", "floats",
                    "Float32(unsafe_load(floats, {floats}))", "0.5")),
-    DType("Int32", 2, "int32", ("int",), "DT_INT32", 3, 4, "int32_t", "Int32", "jl_int32_type",
-          "int32", "int", None),
-    DType("Int64", 3, "int64", (), "DT_INT64", 9, 8, "int64_t", "Int64", "jl_int64_type",
-          "int64", "int",
+    DType("Int32", 2, "int32", ("int",), "int32", "int32_t", "Int32"),
+    DType("Int64", 3, "int64", (), "int64", "int64_t", "Int64",
           AttrType(("int", "int32"), "int", "int64_t", "{member}", "ints",
                    "unsafe_load(ints, {ints})", "2")),
-    DType("Bool", 4, "bool", (), "DT_BOOL", 10, 1, "bool", "Bool", "jl_bool_type",
-          "bool_", "bool",
+    DType("Bool", 4, "bool", (), "bool", "bool", "Bool",
           AttrType((), "bool", "bool", "{member}", "ints",
                    "unsafe_load(ints, {ints}) != 0", "False")),
-    DType("String", 5, "string", (), "DT_STRING", 7, 0, "tstring", "String", "jl_string_type",
-          None, "string",
+    DType("String", 5, "string", (), "string", "tstring", "String",
           AttrType((), "string", "std::string", "{member}", "bytes",
                    "TFBridge.string_attr(data, {data}, ints, {ints})", "''")),
+    DType("ComplexF32", 6, "complex64", (), "complex64", "std::complex<float>", "ComplexF32", includes=("<complex>",)),
+    DType("ComplexF64", 7, "complex128", (), "complex128", "std::complex<double>", "ComplexF64",
+          includes=("<complex>",)),
 )
 
 
@@ -233,7 +323,14 @@ def _check() -> None:
     """The table's own invariants (run on import: a bad row fails at once)."""
     _require([d.code for d in DTYPES] == list(range(len(DTYPES))),
              "tfjl::DType codes must be 0, 1, ... in table order")
-    for field in ("name", "spec", "tf_name", "tf_enum", "jl_type"):
+    for d in DTYPES:
+        try:
+            tf_name = _tf.as_dtype(d.tf).name
+        except (TypeError, ValueError):
+            tf_name = None
+        _require(tf_name is not None, f"{d.name}: tf={d.tf!r} is not a dtype of bridge/framework/dtypes.py")
+        _require(tf_name == d.tf, f"{d.name}: tf={d.tf!r} is an alias: use TensorFlow's name, {tf_name!r}")
+    for field in ("name", "spec", "tf", "julia"):
         values = [getattr(d, field) for d in DTYPES]
         _require(len(set(values)) == len(values), f"DTYPES: duplicate {field}")
     spellings = [d.spec for d in DTYPES] + [a for d in DTYPES for a in d.aliases]
@@ -241,10 +338,14 @@ def _check() -> None:
     attr_spellings = list(attr_types()) + list(attr_aliases())
     _require(len(set(attr_spellings)) == len(attr_spellings), "DTYPES: an @attr type name is used twice")
     for d in DTYPES:
-        _require(d.kind in ("float", "int", "bool", "string"), f"{d.name}: unknown kind {d.kind!r}")
+        _require(d.name.isidentifier(), f"{d.name}: the name must be a C++ identifier")
+        _require(d.kind in _KINDS, f"{d.name}: TensorFlow's kind {d.kind!r} is none of KINDS")
         _require((d.size == 0) == (d.kind == "string") == (d.numpy is None),
                  f"{d.name}: only strings have size 0 and no numpy type")
         _require(d.attr is None or d.attr.entry in _ATTR_SLOTS, f"{d.name}: unknown entry slot")
+        _require(d.attr is None or d.arg_field is not None, f"{d.name}: an @attr type needs a scalar field")
+        _require(all(h.startswith("<") and h.endswith(">") for h in d.includes),
+                 f"{d.name}: includes are <standard headers>")
     _require([k.value for k in ERROR_KINDS] == list(range(len(ERROR_KINDS))) and ERROR_KINDS[0].name == "Ok",
              "ERROR_KINDS: 0 is Ok, then 1, 2, ...")
     _require(len({k.tf_code for k in ERROR_KINDS}) == len(ERROR_KINDS), "ERROR_KINDS: duplicate TF_Code")
@@ -286,18 +387,18 @@ def header_text() -> str:
         "#ifndef TFJL_CONTRACT_H_",
         "#define TFJL_CONTRACT_H_",
         "",
-        "#include <cstddef>",
-        "#include <cstdint>",
-        "",
     ]
+    includes = sorted({"<cstddef>", "<cstdint>"} | {h for d in DTYPES for h in d.includes})
+    lines += [f"#include {h}" for h in includes] + [""]
     lines += _macro("TFJL_DTYPES",
                     "X(Name, code, tensorflow::DataType, its TF_DataType value, element bytes\n"
-                    "// (0: not plain memory), Julia datatype)",
-                    [f"{d.name}, {d.code}, {d.tf_name}, {d.tf_enum}, {d.size}, {d.jl_type}" for d in DTYPES])
-    lines += _macro("TFJL_NUMERIC_DTYPES",
+                    "// (0: not plain memory)).  Julia's element type of each is TFBridge.DTYPES[code + 1]\n"
+                    "// (julia/contract.jl), which libtfjl_julia.so reads at start-up",
+                    [f"{d.name}, {d.code}, {d.tf_name}, {d.tf_enum}, {d.size}" for d in DTYPES])
+    lines += _macro("TFJL_SCALAR_DTYPES",
                     "X(Name, C++ element type, the tfjl::Arg field holding a scalar of it): the\n"
-                    "// dtypes held as plain memory",
-                    [f"{d.name}, {d.cxx}, {d.arg_field}" for d in numeric])
+                    "// plain-memory dtypes a scalar (an attribute) crosses as",
+                    [f"{d.name}, {d.cxx}, {d.arg_field}" for d in numeric if d.arg_field is not None])
     lines += _macro("TFJL_ERROR_KINDS",
                     "X(Name, value, TF_Code (= absl::StatusCode) of the status, TFBridge.Failure may carry it)",
                     [f"{k.name}, {k.value}, {k.tf_code}, {int(k.from_julia)}" for k in ERROR_KINDS])
@@ -342,8 +443,8 @@ def header_text() -> str:
               "enum class EntryAttr : int { kFloat, kInt, kBytes };", "",
               "constexpr EntryAttr EntryAttrOf(DType d) {", "  switch (d) {"]
     slot = {"floats": "kFloat", "ints": "kInt", "bytes": "kBytes"}
-    for d in DTYPES:
-        entry = d.attr.entry if d.attr is not None else ("floats" if d.kind == "float" else "ints")
+    for d in DTYPES:  # a dtype without @attr: where its scalar field would go (none: kInt, unused)
+        entry = d.attr.entry if d.attr is not None else {"f": "floats", "s": "bytes"}.get(d.arg_field, "ints")
         lines.append(f"    case DType::{d.name}: return EntryAttr::{slot[entry]};")
     lines += ["  }", "  return EntryAttr::kInt;", "}", ""]
     lines += ["// The table's sizes hold for this compiler."]

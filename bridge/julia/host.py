@@ -50,7 +50,7 @@ _ffi.cdef(_cdef_text())
 # (bridge/julia/contract.py; kernels_cpp/include/tfjl/contract.h).
 from . import contract as _contract  # noqa: E402  (beside the constants it defines)
 
-_DTYPE_CODES = {np.dtype(getattr(np, d.numpy)): d.code for d in _contract.DTYPES if d.numpy is not None}
+_DTYPE_CODES = {d.np_dtype: d.code for d in _contract.DTYPES if d.np_dtype is not None}
 _STRING = _contract.by_name("String").code
 _FAILED_PRECONDITION = _contract.error_kind("FailedPrecondition").value
 

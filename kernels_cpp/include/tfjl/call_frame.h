@@ -139,7 +139,7 @@ class CallFrame {
           args.back().name = s.name;
           break;
         case Arg::AttrValue: {
-          // The runtime reads the field of the dtype (contract.h, TFJL_NUMERIC_DTYPES).
+          // The runtime reads the field of the dtype (contract.h, TFJL_SCALAR_DTYPES).
           Arg a{};
           a.kind = Arg::AttrValue;
           a.dtype = s.dtype;

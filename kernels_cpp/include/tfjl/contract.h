@@ -9,22 +9,26 @@
 #ifndef TFJL_CONTRACT_H_
 #define TFJL_CONTRACT_H_
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 
 // X(Name, code, tensorflow::DataType, its TF_DataType value, element bytes
-// (0: not plain memory), Julia datatype)
+// (0: not plain memory)).  Julia's element type of each is TFBridge.DTYPES[code + 1]
+// (julia/contract.jl), which libtfjl_julia.so reads at start-up
 #define TFJL_DTYPES(X) \
-  X(Float64, 0, DT_DOUBLE, 2, 8, jl_float64_type) \
-  X(Float32, 1, DT_FLOAT, 1, 4, jl_float32_type) \
-  X(Int32, 2, DT_INT32, 3, 4, jl_int32_type) \
-  X(Int64, 3, DT_INT64, 9, 8, jl_int64_type) \
-  X(Bool, 4, DT_BOOL, 10, 1, jl_bool_type) \
-  X(String, 5, DT_STRING, 7, 0, jl_string_type)
+  X(Float64, 0, DT_DOUBLE, 2, 8) \
+  X(Float32, 1, DT_FLOAT, 1, 4) \
+  X(Int32, 2, DT_INT32, 3, 4) \
+  X(Int64, 3, DT_INT64, 9, 8) \
+  X(Bool, 4, DT_BOOL, 10, 1) \
+  X(String, 5, DT_STRING, 7, 0) \
+  X(ComplexF32, 6, DT_COMPLEX64, 8, 8) \
+  X(ComplexF64, 7, DT_COMPLEX128, 18, 16)
 
 // X(Name, C++ element type, the tfjl::Arg field holding a scalar of it): the
-// dtypes held as plain memory
-#define TFJL_NUMERIC_DTYPES(X) \
+// plain-memory dtypes a scalar (an attribute) crosses as
+#define TFJL_SCALAR_DTYPES(X) \
   X(Float64, double, f) \
   X(Float32, float, f) \
   X(Int32, int32_t, i) \
@@ -43,9 +47,9 @@
 namespace tfjl {
 
 // A Julia op's dtypes (tfjl_arg.dtype in the C API holds the code).
-enum class DType : int { Float64 = 0, Float32 = 1, Int32 = 2, Int64 = 3, Bool = 4, String = 5 };
+enum class DType : int { Float64 = 0, Float32 = 1, Int32 = 2, Int64 = 3, Bool = 4, String = 5, ComplexF32 = 6, ComplexF64 = 7 };
 
-constexpr int kNumDTypes = 6;
+constexpr int kNumDTypes = 8;
 
 // Bytes per element in a TF buffer; 0 for strings (not plain memory).
 constexpr size_t DTypeSize(DType d) {
@@ -56,6 +60,8 @@ constexpr size_t DTypeSize(DType d) {
     case DType::Int64: return 8;
     case DType::Bool: return 1;
     case DType::String: return 0;
+    case DType::ComplexF32: return 8;
+    case DType::ComplexF64: return 16;
   }
   return 0;
 }
@@ -131,6 +137,8 @@ constexpr EntryAttr EntryAttrOf(DType d) {
     case DType::Int64: return EntryAttr::kInt;
     case DType::Bool: return EntryAttr::kInt;
     case DType::String: return EntryAttr::kBytes;
+    case DType::ComplexF32: return EntryAttr::kInt;
+    case DType::ComplexF64: return EntryAttr::kInt;
   }
   return EntryAttr::kInt;
 }
@@ -141,6 +149,8 @@ static_assert(sizeof(float) == 4, "tfjl::DType::Float32 is 4-byte float");
 static_assert(sizeof(int32_t) == 4, "tfjl::DType::Int32 is 4-byte int32_t");
 static_assert(sizeof(int64_t) == 8, "tfjl::DType::Int64 is 8-byte int64_t");
 static_assert(sizeof(bool) == 1, "tfjl::DType::Bool is 1-byte bool");
+static_assert(sizeof(std::complex<float>) == 8, "tfjl::DType::ComplexF32 is 8-byte std::complex<float>");
+static_assert(sizeof(std::complex<double>) == 16, "tfjl::DType::ComplexF64 is 16-byte std::complex<double>");
 
 }  // namespace tfjl
 

@@ -122,12 +122,27 @@ std::string load_handles() {
   h.py_bigint = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyBigInt", &missing));
   h.py_array = reinterpret_cast<jl_datatype_t*>(lookup(m, "PyArray", &missing));
   jl_value_t* last_failures = lookup(m, "LAST_FAILURE", &missing);
+  jl_value_t* dtypes = lookup(m, "DTYPES", &missing);
   h.serve_on_threads = lookup(m, "serve_on_threads", &missing);
   if (!missing.empty()) return "TFBridge.jl lacks: " + missing;
   if (!jl_is_array(roots)) return "TFBridge.ROOTS is not a Vector{Any}";
   h.roots = reinterpret_cast<jl_array_t*>(roots);
   if (!jl_is_array(last_failures)) return "TFBridge.LAST_FAILURE is not a Vector{Any}";
   h.last_failures = reinterpret_cast<jl_array_t*>(last_failures);
+  // Julia's element type of each dtype (contract.jl, generated beside contract.h),
+  // each as big as TF's elements where those are plain memory.
+  if (!jl_is_tuple(dtypes) || jl_nfields(dtypes) != kNumDTypes) {
+    return "TFBridge.DTYPES does not hold the " + std::to_string(kNumDTypes) + " element types of tfjl/contract.h";
+  }
+  for (int d = 0; d < kNumDTypes; ++d) {
+    jl_value_t* t = jl_get_nth_field(dtypes, d);
+    const size_t size = DTypeSize(static_cast<DType>(d));
+    if (!jl_is_datatype(t) || (size != 0 && jl_datatype_size(t) != size)) {
+      return "TFBridge.DTYPES[" + std::to_string(d + 1) + "] is not a " + std::to_string(size) +
+             "-byte element type as tfjl/contract.h says";
+    }
+    h.element_types[d] = t;  // a constant of the module: kept alive by it
+  }
 
   // Constant bindings of the module keep the functions and types alive; the
   // ones built here are rooted explicitly.
@@ -137,14 +152,8 @@ std::string load_handles() {
 }
 
 jl_value_t* element_type(DType dtype) {
-  switch (dtype) {
-#define TFJL_ELEMENT_TYPE(name, code, tf_name, tf_enum, size, jl_type) \
-  case DType::name:                                                     \
-    return reinterpret_cast<jl_value_t*>(jl_type);
-    TFJL_DTYPES(TFJL_ELEMENT_TYPE)
-#undef TFJL_ELEMENT_TYPE
-  }
-  return nullptr;
+  const int d = static_cast<int>(dtype);
+  return d >= 0 && d < kNumDTypes ? g_handles.element_types[d] : nullptr;
 }
 
 namespace {

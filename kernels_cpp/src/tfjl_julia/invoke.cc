@@ -175,9 +175,10 @@ std::string Invocation::wrap(size_t i, jl_value_t** value, jl_value_t** keep) {
     *value = jl_new_bits(element_type(DType::name), &v);      \
     break;                                                    \
   }
-        TFJL_NUMERIC_DTYPES(TFJL_BOX_SCALAR)
+        TFJL_SCALAR_DTYPES(TFJL_BOX_SCALAR)
 #undef TFJL_BOX_SCALAR
-        default: break;
+        default:
+          return "no scalar of dtype code " + std::to_string(static_cast<int>(a.dtype)) + " can be passed";
       }
       return "";
   }

@@ -46,6 +46,9 @@ struct Handles {
   jl_array_t* last_failures = nullptr;  // TFBridge.LAST_FAILURE: per Julia thread, what an entry recorded
   jl_function_t* serve_on_threads = nullptr;
 
+  // Julia's element type of each dtype: TFBridge.DTYPES (julia/contract.jl), read at start-up.
+  jl_value_t* element_types[kNumDTypes] = {};
+
   // Filled on first use; see the accessors below.
   jl_value_t* array_types[kNumDTypes][kMaxRank + 1] = {};
   jl_value_t* view_types[kNumDTypes][kMaxRank + 1] = {};
