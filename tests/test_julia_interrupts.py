@@ -357,3 +357,97 @@ def test_stress_four_threads_two_sessions_gc_and_interrupts(folders):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     counts = eval(proc.stdout.strip().splitlines()[-1])
     assert counts["ok"] > 50 and counts["deadline"] > 0 and counts["cancelled"] > 0, counts
+
+
+# Ctrl-C pressed again and again, as a user would: SIGINT 0-50 ms into a busy
+# Julia op (which asks TFBridge.checkinterrupt), then at once a quick run of
+# the same op, which must return its input: the interrupt belongs to the run
+# it interrupted, never to the next one (the watcher thread that acts on a
+# SIGINT may run late, after the next run began).
+STALE = """
+import os, random, signal, sys, threading, time
+import numpy as np
+import bridge
+from bridge import customop
+
+mode, folder, rounds, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if mode == "synchronous":
+    os.environ["TFBRIDGE_JULIA_ASYNC"] = "0"
+ops = customop.load(folder)  # JlPatient
+g = bridge.Graph()
+with g.as_default():
+    s = bridge.placeholder(bridge.float64, [], name="s")
+    x = bridge.placeholder(bridge.float64, [None], name="x")
+    y = ops.jl_patient(x, s)
+sess = bridge.Session(g, config=bridge.SessionConfig(julia_thread=True) if mode == "julia_thread" else None)
+rng = random.Random(seed)
+data = np.arange(3.0)
+interrupted = stale = 0
+deadline = time.monotonic() + 100  # bounded: whatever is done by then counts
+for r in range(rounds):
+    if time.monotonic() > deadline:
+        break
+    timer = threading.Timer(rng.uniform(0.0, 0.05), lambda: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        sess.run(y, {s: 5.0, x: data})
+    except KeyboardInterrupt:
+        interrupted += 1
+    while True:  # the SIGINT has come, and its KeyboardInterrupt (wherever it landed) is counted
+        try:
+            timer.join()
+            time.sleep(0)
+            break
+        except KeyboardInterrupt:
+            interrupted += 1
+    try:
+        out = sess.run(y, {s: 0.0, x: data})
+        assert out.tolist() == [1.0, 2.0, 3.0], out
+    except KeyboardInterrupt:
+        stale += 1  # Python's own handler late: not the runtime's doing, but counted
+    except bridge.errors.OpError as exc:
+        print("STALE", r, type(exc).__name__, str(exc).splitlines()[0][:300], flush=True)
+        stale += 1
+# No close(): at exit the bridge waits for the last abandoned call to end
+# (bridge.julia.host._drain_at_exit), or freeing its fed input would need
+# Python while it finalizes, and abort the process.
+print("RESULT", r + 1, interrupted, stale, flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [
+    "posted", "synchronous",
+    # Open (issue #25, item 5): under load, about 1 in 300 quick runs of a
+    # julia_thread session is still abandoned by the interrupt meant for the
+    # run before it; the watcher race fixed here is not the only way in.
+    pytest.param("julia_thread", marks=pytest.mark.xfail(reason="a stale interrupt still reaches 1 in ~300 "
+                                                                 "julia_thread runs under load (#25 item 5)",
+                                                          strict=False)),
+])
+def test_a_stale_ctrl_c_never_reaches_the_next_run(folders, mode, tmp_path):
+    """Issue #25's stress, bounded: 4 processes x up to 150 rounds each.  The
+    children's stderr goes to files: TF logs every abandoned run, which would
+    fill a pipe nobody reads while another child is waited for."""
+    procs = []
+    try:
+        for seed in range(4):
+            err = open(tmp_path / f"stderr-{seed}.txt", "w")
+            procs.append((subprocess.Popen([sys.executable, "-c", STALE, mode, str(folders[0]), "150", str(seed)],
+                                           stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO), err))
+        outputs = []
+        for seed, (proc, err) in enumerate(procs):
+            out, _ = proc.communicate(timeout=240)
+            err.close()
+            outputs.append((proc.returncode, out, (tmp_path / f"stderr-{seed}.txt").read_text()))
+    finally:
+        for proc, err in procs:
+            if proc.poll() is None:
+                proc.kill()
+            err.close()
+    for rc, out, err in outputs:
+        assert rc == 0, out[-2000:] + err[-3000:]
+        assert "STALE" not in out, out[-3000:]
+        rounds, interrupted, stale = map(int, out.strip().splitlines()[-1].split()[1:])
+        assert rounds >= 20 and interrupted >= rounds // 2, out[-500:]
+        assert stale == 0, out[-3000:]

@@ -19,6 +19,7 @@ TFBRIDGE_JULIA_DEPOT names (julia/TFBridge.jl, "package environments").
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import threading
@@ -140,6 +141,21 @@ def init() -> None:
                              f"{_ffi.string(err).decode(errors='replace')}")
         rt.tfjl_ensure_sigint_hook()  # Ctrl-C abandons Julia calls (install_interrupt_handler)
         _rt = rt
+        atexit.register(_drain_at_exit)
+
+
+#: How long an exiting process waits for abandoned Julia calls to finish.
+EXIT_DRAIN_SECONDS = 5.0
+
+
+def _drain_at_exit() -> None:
+    """Let Julia calls still in flight (abandoned by a deadline or Ctrl-C,
+    finishing their loop) end before Python finalizes: an op's fed inputs
+    are freed when its call ends, and a zero-copy feed's deallocator needs
+    Python.  A call that never ends (Julia code that ignores
+    TFBridge.checkinterrupt) is waited for EXIT_DRAIN_SECONDS at most."""
+    if _rt is not None:
+        _rt.tfjl_wait_idle(int(EXIT_DRAIN_SECONDS * 1e6))
 
 
 #: An extra, read-only Julia depot appended after the user's depots, with its

@@ -134,6 +134,12 @@ void tfjl_run_release(void* pending);
  * 2, and the Julia code of each running call sees TFBridge.checkinterrupt()
  * throw InterruptException.  Returns how many calls it reached. */
 int tfjl_interrupt(const char* why);
+
+/* Waits up to timeout_us for every Julia call in flight (abandoned ones
+ * included) to finish; returns how many are still in flight.  Called at
+ * exit: a call finishing after Python began finalizing would free fed
+ * tensors whose deallocators need Python. */
+int tfjl_wait_idle(int64_t timeout_us);
 /* (Re)installs the runtime's SIGINT handler in front of the current one (a
  * Python signal.signal() call replaces it); see tfjl_interrupt. */
 void tfjl_ensure_sigint_hook(void);

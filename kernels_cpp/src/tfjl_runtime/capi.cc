@@ -291,6 +291,11 @@ int tfjl_interrupt(const char* why) {
   return JuliaThread::instance().interrupt_all(why != nullptr && *why != '\0' ? why : "interrupted");
 }
 
+int tfjl_wait_idle(int64_t timeout_us) {
+  if (!JuliaThread::instance().ready()) return 0;
+  return JuliaThread::instance().wait_idle(timeout_us);
+}
+
 void tfjl_ensure_sigint_hook(void) {
   if (JuliaThread::instance().ready()) tfjl::detail::ensure_sigint_hook();
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "python_gil.h"
 
@@ -322,10 +323,11 @@ void JuliaThread::abandon_locked(Task* task, const char* why) {
   }
 }
 
-int JuliaThread::interrupt_all(const char* why) {
+int JuliaThread::interrupt_all(const char* why, uint64_t before_id) {
   int reached = 0;
   std::lock_guard<std::mutex> lock(queue_mutex_);
   for (Task* t = in_flight_; t != nullptr; t = t->next_in_flight) {
+    if (t->id >= before_id) continue;  // submitted after the interrupt was asked for
     // A waited call (a bridge.julia call) cannot be left running, since its
     // caller's stack holds its data: its Julia code is told, and may stop.
     if (t->kind == Task::kWaited) {
@@ -337,6 +339,20 @@ int JuliaThread::interrupt_all(const char* why) {
     ++reached;
   }
   return reached;
+}
+
+int JuliaThread::wait_idle(int64_t timeout_us) {
+  GilRelease unlocked_gil;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+  for (;;) {
+    int remaining = 0;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      for (Task* t = in_flight_; t != nullptr; t = t->next_in_flight) ++remaining;
+    }
+    if (remaining == 0 || std::chrono::steady_clock::now() >= until) return remaining;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 bool JuliaThread::current_call_abandoned() {

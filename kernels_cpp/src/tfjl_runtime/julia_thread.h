@@ -125,7 +125,13 @@ class JuliaThread {
   // return kInterrupted to their callers, and the Julia code of each running
   // call sees TFBridge.checkinterrupt() throw InterruptException.  Returns
   // how many calls it reached.
-  int interrupt_all(const char* why);
+  // Only calls submitted before the one numbered `before_id`: a Ctrl-C the
+  // watcher thread acts on late must not reach a run that started after it.
+  int interrupt_all(const char* why, uint64_t before_id = UINT64_MAX);
+  // Waits up to timeout_us for the calls in flight to finish; how many remain.
+  int wait_idle(int64_t timeout_us);
+  // The number the next submitted call will get; async-signal-safe (one atomic load).
+  uint64_t next_task_id() const { return next_id_.load(std::memory_order_seq_cst); }
 
   // Whether the call running on this Julia thread has been abandoned (a
   // kernel running inline in an abandoned julia_thread run stops it).

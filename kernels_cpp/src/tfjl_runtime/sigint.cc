@@ -21,6 +21,10 @@ namespace detail {
 namespace {
 
 int g_wake[2] = {-1, -1};  // the self-pipe: the handler writes, the watcher reads
+// The first call number the latest Ctrl-C must not reach: calls submitted
+// after it (the next run, started as soon as the interrupted one returned)
+// are not the ones it interrupts, however late the watcher thread runs.
+std::atomic<uint64_t> g_interrupt_before{0};
 struct sigaction g_previous;  // the handler ours runs in front of
 std::mutex g_install_mutex;
 
@@ -29,6 +33,7 @@ void on_sigint(int sig, siginfo_t* info, void* uc) {
   const struct sigaction previous = g_previous;
   if (previous.sa_handler == SIG_IGN) return;  // the host ignores Ctrl-C: so does Julia
   const int saved_errno = errno;
+  g_interrupt_before.store(JuliaThread::instance().next_task_id(), std::memory_order_seq_cst);
   const char byte = 1;
   (void)!write(g_wake[1], &byte, 1);
   errno = saved_errno;
@@ -48,7 +53,8 @@ void* watch(void*) {
     const ssize_t n = read(g_wake[0], bytes, sizeof bytes);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return nullptr;
-    JuliaThread::instance().interrupt_all("interrupted (SIGINT, Ctrl-C)");
+    JuliaThread::instance().interrupt_all("interrupted (SIGINT, Ctrl-C)",
+                                          g_interrupt_before.load(std::memory_order_seq_cst));
   }
 }
 
