@@ -142,6 +142,11 @@ def init() -> None:
         rt.tfjl_ensure_sigint_hook()  # Ctrl-C abandons Julia calls (install_interrupt_handler)
         _rt = rt
         atexit.register(_drain_at_exit)
+    # Julia's threads compile their serving loop once started: a call through
+    # it returns when they serve.  A process that exited before (init() and
+    # nothing else) could crash in LLVM's static destructors, run while
+    # Julia's thread was still compiling.
+    eval("nothing")
 
 
 #: How long an exiting process waits for abandoned Julia calls to finish.

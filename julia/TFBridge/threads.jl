@@ -26,6 +26,10 @@ serving task on each other thread, then serves on this one.
 for Julia until none has come for `max_wait_us`.  Never returns.
 """
 function serve_on_threads(serve::Ptr{Cvoid})
+    # Compile what every thread runs here, on this thread, before the others
+    # start: Julia 1.5's compiler is fragile when several threads compile at once.
+    precompile(serve_forever, (Ptr{Cvoid}, Nothing))
+    precompile(serve_forever, (Ptr{Cvoid}, Base.AsyncCondition))
     for tid in 2:Threads.nthreads()
         task = Task(() -> serve_forever(serve, nothing), SERVING_STACK_BYTES)
         task.sticky = true
