@@ -19,7 +19,7 @@ whole of ``m``, ``v`` and the variable each step.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -205,31 +205,23 @@ class RMSPropOptimizer(Optimizer):
         self._epsilon_tensor = to_output(c(self._epsilon), "epsilon")
 
     def _resource_apply_dense(self, grad: Output, var: Variable) -> Operation:
-        rms = self.get_slot(var, "rms")
-        mom = self.get_slot(var, "momentum")
-        dt = grad.dtype
-        hyper = (cast(self._learning_rate_tensor, dt), cast(self._decay_tensor, dt),
-                 cast(self._momentum_tensor, dt), cast(self._epsilon_tensor, dt))
-        if self._centered:
-            mg = self.get_slot(var, "mg")
-            return ops.resource_apply_centered_rms_prop(
-                var.handle, mg.handle, rms.handle, mom.handle, *hyper, grad, use_locking=self._use_locking)
-        return ops.resource_apply_rms_prop(
-            var.handle, rms.handle, mom.handle, *hyper, grad, use_locking=self._use_locking)
+        return self._apply(grad, var)
 
     def _resource_apply_sparse(self, grad: Output, var: Variable, indices: Output) -> Operation:
-        rms = self.get_slot(var, "rms")
-        mom = self.get_slot(var, "momentum")
+        return self._apply(grad, var, indices)
+
+    def _apply(self, grad: Output, var: Variable, indices: Optional[Output] = None) -> Operation:
+        """ResourceApply(Centered)RMSProp, or its ResourceSparseApply form for ``indices``."""
         dt = grad.dtype
         hyper = (cast(self._learning_rate_tensor, dt), cast(self._decay_tensor, dt),
                  cast(self._momentum_tensor, dt), cast(self._epsilon_tensor, dt))
+        slots = [self.get_slot(var, "rms").handle, self.get_slot(var, "momentum").handle]
         if self._centered:
-            mg = self.get_slot(var, "mg")
-            return ops.resource_sparse_apply_centered_rms_prop(
-                var.handle, mg.handle, rms.handle, mom.handle, *hyper, grad, indices,
-                use_locking=self._use_locking)
-        return ops.resource_sparse_apply_rms_prop(
-            var.handle, rms.handle, mom.handle, *hyper, grad, indices, use_locking=self._use_locking)
+            slots.insert(0, self.get_slot(var, "mg").handle)
+        kernel = ("resource_sparse_apply" if indices is not None else "resource_apply") + \
+            ("_centered" if self._centered else "") + "_rms_prop"
+        sparse = (indices,) if indices is not None else ()
+        return getattr(ops, kernel)(var.handle, *slots, *hyper, grad, *sparse, use_locking=self._use_locking)
 
 
 class AdagradOptimizer(Optimizer):
