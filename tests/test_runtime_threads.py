@@ -413,8 +413,9 @@ def test_kernel_starts_julia_lazily_without_bridge_julia(ops):
         assert "bridge.julia" not in sys.modules
         from bridge import julia    # now Python joins the Julia the kernel started
         julia.init()
+        assert julia.call_counts()[1] == 2  # the kernel's call and init's ping: one runtime
         assert julia.eval("1 + 1") == 2
-        assert julia.call_counts()[1] == 2  # the kernel's call and the eval: one runtime
+        assert julia.call_counts()[1] == 3
         print("lazy ok")
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
