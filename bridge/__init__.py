@@ -55,6 +55,7 @@ _LAZY = {
     "trainable_variables": ("bridge.framework.builders", "trainable_variables"),
     "train": ("bridge.train", None),
     "distribute": ("bridge.distribute", None),
+    "summary": ("bridge.summary", None),
     "nn": ("bridge.nn", None),
     "layers": ("bridge.nn.layers", None),
     "losses": ("bridge.nn.losses", None),

@@ -1,0 +1,18 @@
+"""Summaries for TensorBoard, with TF1's names (``tf.compat.v1.summary``).
+
+``scalar`` and ``histogram`` build TF's summary ops (their value is a
+serialized ``Summary`` protobuf); ``merge_all`` joins the ones of a graph;
+``FileWriter`` writes them as TensorBoard event files::
+
+    loss_summary = bridge.summary.scalar("loss", loss)
+    with bridge.summary.FileWriter("runs/fit", graph) as writer:
+        for step in range(100):
+            _, s = sess.run([train_op, loss_summary])
+            writer.add_summary(s, step)
+"""
+from __future__ import annotations
+
+from .summary_ops import SUMMARIES, histogram, merge, merge_all, scalar
+from .writer import FileWriter
+
+__all__ = ["SUMMARIES", "FileWriter", "histogram", "merge", "merge_all", "scalar"]
