@@ -180,11 +180,8 @@ def packages():
 
 # The README's example ("Julia packages in ops"), run as written: a backward
 # function that is ForwardDiff over the forward function, no hand-written gradient.
-FD_SPEC = """Smooth
-double x(n)
-double w(m, n)
-double y(m) -> output
-"""
+FD_SPEC = next(block for kind, block in re.findall(r"```(\w*)\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+               if kind == "" and block.startswith("Smooth\n"))
 FD_JULIA = next(block for block in re.findall(r"```julia\n(.*?)```", (REPO / "README.md").read_text(), re.S)
                 if "smooth_grad" in block)
 

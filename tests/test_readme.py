@@ -20,14 +20,31 @@ def _run(code: str, cwd: Path) -> str:
     return proc.stdout
 
 
-def test_custom_op_example(tmp_path):
-    spec = next(code for kind, code in BLOCKS if kind == "" and code.startswith("Sinc\n"))
+def _tfbridge(args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bridge.cli", *args.split()], capture_output=True, text=True,
+                          timeout=600, cwd=cwd)
+
+
+def test_first_op_walkthrough_runs_end_to_end(tmp_path):
+    """"Your first op, step by step": scaffold, stub, spec, Julia, build and call, gradtest, redefine."""
+    scaffold = _block("sh", "customop init Sinc")
+    for line in scaffold.splitlines():
+        command = line.split("#")[0].strip()
+        assert command.startswith("tfbridge "), line
+        proc = _tfbridge(command[len("tfbridge "):], tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "function sinc(y, x)" in proc.stdout and "function sinc_grad(grad_x, grad_y, y, x)" in proc.stdout
     folder = tmp_path / "ops" / "sinc"
-    folder.mkdir(parents=True)
+    spec = next(code for kind, code in BLOCKS if kind == "" and code.startswith("Sinc\n"))
     (folder / "custom_op.txt").write_text(spec)
     (folder / "sinc.jl").write_text(_block("julia", "sinc_grad"))
-    out = _run(_block("python", "customop.load"), tmp_path)
+    out = _run(_block("python", "customop.load") + _block("python", "bridge.julia.eval("), tmp_path)
     assert "gradcheck PASS" in out
+    assert out.rstrip().endswith("[1.95885108]"), out
+    gradtest = _block("sh", "tfbridge gradtest ops/sinc").split("#")[0].strip()
+    proc = _tfbridge(gradtest[len("tfbridge "):], tmp_path)
+    assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert (folder / "gradcheck.png").is_file()
 
 
 def test_graph_building_example(tmp_path):
