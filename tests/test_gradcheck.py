@@ -11,6 +11,7 @@ import bridge
 from bridge import ops
 from bridge.grad.gradient_check import compare_jacobians, compute_gradient, gradcheck
 from bridge.grad import RegisterGradient
+from oracle_client import run_oracle
 
 X0 = np.array([0.3, -0.7, 1.2, 0.5])
 
@@ -197,3 +198,42 @@ def test_compute_gradient_shapes_and_values() -> None:
     assert check.passed and check.max_error < 1e-8 and "PASS" in str(check)
 
 
+
+
+# Complex values count as two real ones, as in TF's gradient checker: the
+# bridge's theoretical Jacobians equal TF's, laid out the same way.
+_RNG = np.random.default_rng(5)
+_Z = _RNG.standard_normal(3) + 1j * _RNG.standard_normal(3)
+COMPLEX_CASES = {
+    "square": ([_Z], lambda z: z * z),
+    "sin_exp": ([_Z], lambda z: ops.mul(ops.sin(z), ops.exp(z))),
+    "abs": ([_Z], lambda z: ops.complex_abs(z, Tout=bridge.float64)),
+    "z_conj_z_z": ([_Z], lambda z: z * ops.conj(z) * z),
+    "complex": ([_Z.real.copy(), _Z.imag.copy()], lambda a, b: ops.complex(a, b, Tout=bridge.complex128)),
+    "scale": ([_Z, np.array([0.5, -2.0, 3.0])], lambda z, s: z * ops.cast(s, DstT=bridge.complex128)),
+}
+
+
+def test_complex_jacobians_equal_tfs_gradient_checker() -> None:
+    answer = run_oracle("checker_jacobians", {"cases": [(name, x0) for name, (x0, _) in COMPLEX_CASES.items()]})
+    for name, (x0, f) in COMPLEX_CASES.items():
+        ours = compute_gradient(f, x0)
+        for k, ((t, n), (tf_t, tf_n)) in enumerate(zip(ours, answer["jacobians"][name])):
+            assert t.dtype == np.float64 and t.shape == tf_t.T.shape, (name, k, t.shape, tf_t.shape)
+            np.testing.assert_allclose(t, tf_t.T, rtol=1e-12, atol=1e-12, err_msg=f"{name} x{k} theoretical")
+            np.testing.assert_allclose(n, tf_n.T, rtol=1e-6, atol=1e-8, err_msg=f"{name} x{k} numerical")
+        assert compare_jacobians(f, x0).passed, name
+
+
+def test_a_wrong_complex_gradient_fails_compare_jacobians() -> None:
+    @bridge.custom_gradient
+    def square_without_conj(z):
+        return z * z, lambda dy: dy * 2.0 * z          # TF's convention needs conj(2z)
+
+    check = compare_jacobians(square_without_conj, [_Z])
+    assert not check.passed and check.max_error > 0.1, check
+
+
+def test_nan_jacobian_error_is_reported_not_hidden() -> None:
+    check = compare_jacobians(lambda x: ops.sqrt(x), [np.array([-1.0, 4.0])])
+    assert not check.passed and np.isnan(check.max_error), check
