@@ -1,10 +1,10 @@
 """The ``tfbridge`` command.
 
-    tfbridge customop init NAME [DIR] [--with-package PKG]...
+    tfbridge customop init NAME [DIR] [--with-package PKG]... [--fortran]
                                         scaffold an op: custom_op.txt + a working Julia example
                                         (+ Project.toml listing the Julia packages it uses)
     tfbridge customop build DIR         generate and compile lib<Op>.so (cached)
-    tfbridge customop stub DIR          print Julia skeletons for the spec's functions
+    tfbridge customop stub DIR          print Julia (or Fortran) skeletons for the spec's functions
     tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
     tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
@@ -31,7 +31,7 @@ def _customop_init(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
-            written = customop.init(args.name, directory, packages=args.packages)
+            written = customop.init(args.name, directory, packages=args.packages, fortran_op=args.fortran)
     except (customop.JuliaPackageError, ValueError) as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1
@@ -53,7 +53,13 @@ def _customop_build(args: argparse.Namespace) -> int:
 def _customop_stub(args: argparse.Namespace) -> int:
     from bridge import customop
 
-    spec = customop.parse_file(Path(args.dir) / customop.SPEC_FILE)
+    from bridge.customop import fortran
+
+    spec = fortran.resolve_language(customop.parse_file(Path(args.dir) / customop.SPEC_FILE), Path(args.dir))
+    if fortran.is_fortran(spec):  # the Fortran subroutines' skeletons
+        fortran.check_spec(spec)
+        sys.stdout.write(fortran.stub(spec))
+        return 0
     sys.stdout.write(customop.julia_stub(spec))
     return 0
 
@@ -199,6 +205,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--with-package", metavar="PKG", dest="packages", action="append", default=[],
                    help="a Julia package the op uses (repeatable): listed with its UUID in DIR/Project.toml, "
                         "the op's own environment, and loaded with `using` in its Julia file")
+    p.add_argument("--fortran", action="store_true",
+                   help="a Fortran op: custom_op.txt and a working <op>.f90 (README, \"Fortran ops\")")
     p.set_defaults(run=_customop_init)
 
     p = sub.add_parser("build", help="generate and compile the op library (cached)")

@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from . import environment
+from . import environment, fortran
 from .build import SPEC_FILE, BuildError, build, build_spec, cache_key
 from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
@@ -41,7 +41,7 @@ _EXAMPLE_FORWARD = ["y .= 2 .* x"]
 _EXAMPLE_BACKWARD = ["grad_x .+= 2 .* grad_y"]
 
 
-def init(name: str, directory: Union[str, Path], packages: Sequence[str] = ()) -> list[Path]:
+def init(name: str, directory: Union[str, Path], packages: Sequence[str] = (), fortran_op: bool = False) -> list[Path]:
     """Scaffold op ``name`` in ``directory``: custom_op.txt and a working Julia
     example (y = 2x and its gradient) to edit.  With ``packages`` (Julia
     package names), also a Project.toml listing them with their UUIDs, as
@@ -52,6 +52,14 @@ def init(name: str, directory: Union[str, Path], packages: Sequence[str] = ()) -
     spec_text = scaffold_spec(name)
     directory = Path(directory)
     spec = parse(spec_text, str(directory / SPEC_FILE))  # checks the name before writing anything
+    if fortran_op:  # custom_op.txt and <op>.f90 with y = 2x (bridge/customop/fortran.py)
+        if packages:
+            raise ValueError("a Fortran op has no Julia packages: drop --with-package or --fortran")
+        spec_text = spec_text.replace("computed by Julia", "computed by Fortran", 1)
+        spec_text += "@language fortran             # subroutines in %s\n" % fortran.source_file_name(spec)
+        return _write_new({directory / SPEC_FILE: spec_text,
+                           directory / fortran.source_file_name(spec): fortran.stub(
+                               spec, fortran.EXAMPLE_FORWARD, fortran.EXAMPLE_BACKWARD)}, directory)
     environment.check_package_names(packages)
     packages = list(dict.fromkeys(packages))
     files = {
@@ -80,6 +88,19 @@ def init(name: str, directory: Union[str, Path], packages: Sequence[str] = ()) -
     directory.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
         with open(path, "x", encoding="utf-8") as f:  # "x": never clobber a file that appeared meanwhile
+            f.write(text)
+    return list(files)
+
+
+def _write_new(files: dict[Path, str], directory: Path) -> list[Path]:
+    """Write ``files`` into a new op folder, refusing to overwrite any."""
+    existing = [str(p) for p in files if p.exists()]
+    if existing:
+        raise FileExistsError(f"not overwriting {', '.join(existing)}: init scaffolds a new op; "
+                              "pick another folder or remove the files")
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        with open(path, "x", encoding="utf-8") as f:
             f.write(text)
     return list(files)
 
@@ -113,6 +134,8 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     directory = Path(directory).resolve()
     # The spec is parsed once, here; names loaded ops took are refused before the build.
     spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory))
+    if fortran.is_fortran(spec):  # no Julia: the kernels call the Fortran directly
+        return _load_library(spec, library)
     source = directory / julia_file_name(spec)
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
@@ -151,6 +174,13 @@ def declare(directory: Union[str, Path]) -> types.ModuleType:
 
     directory = Path(directory).resolve()
     spec, library = build_spec(directory)
+    return _load_library(spec, library)
+
+
+def _load_library(spec: OpSpec, library: Path) -> types.ModuleType:
+    """Load a built op's library (no Julia code) and register its gradient."""
+    import bridge
+
     _check_names_are_free(spec, library)
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():

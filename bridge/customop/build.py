@@ -26,7 +26,7 @@ from typing import Callable, Optional, Union
 from bridge.julia import buildtools, runtime as julia_runtime
 from bridge.platform import cache
 from bridge.platform.paths import OP_BUILD_DIR, OP_SPEC_FILE
-from . import codegen, toolchain
+from . import codegen, fortran, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
 
@@ -48,6 +48,8 @@ def _stderr_progress(message: str) -> None:
 
 def cache_key(spec: OpSpec) -> str:
     """Hash of what lib<Op>.so depends on: spec, templates, generator, runtime, TF, Julia."""
+    if fortran.is_fortran(spec):  # a Fortran op: its sources, gfortran, no Julia
+        return fortran.cache_key(spec)
     key = cache.Key(spec.source)
     for path in codegen.template_files():
         key.add_file(path, "template " + path.name)
@@ -80,7 +82,9 @@ def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None,
     in the build cache: ``customop.load`` refuses op names taken in this
     process there, rather than after a build of a minute."""
     directory = Path(directory).resolve()
-    spec = parse_file(directory / SPEC_FILE)
+    spec = fortran.resolve_language(parse_file(directory / SPEC_FILE), directory)
+    if fortran.is_fortran(spec):
+        fortran.check_spec(spec)
     if check is not None:
         check(spec)
     return spec, _build_parsed(directory, spec, progress)
@@ -146,6 +150,8 @@ def check_not_built_in(spec: OpSpec) -> None:
 def _offer_runtime_copy(folder: Path) -> None:
     """Let a process whose cache has no runtime load the copy the built op
     folder carries (its key includes the runtime's hash)."""
+    if not (folder / julia_runtime.LIBRARY_NAME).is_file():  # a Fortran op links no Julia runtime
+        return
     julia_runtime.add_runtime_copy(folder, toolchain.julia().runtime_hash)
 
 
@@ -162,6 +168,8 @@ def prune(root: Path, keep: str) -> None:
 
 def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     """Generate the sources into ``work`` and compile lib<Op>.so there."""
+    if fortran.is_fortran(spec):
+        return fortran.build_in(spec, work, report)
     op = spec.name
     report(f"building {op}: generating {op}.cc")
     (work / f"{op}.cc").write_text(codegen.kernel_source(spec))

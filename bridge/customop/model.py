@@ -71,3 +71,6 @@ class OpSpec:
     path: str = "custom_op.txt"      # where the spec came from, for messages
     source: str = field(default="", compare=False)  # the spec text, for cache keys
     line: int = 1                    # the line of the op name, for messages about it
+    language: str = ""               # "julia" or "fortran" (@language); "" decides by the op folder's
+                                     #   files (bridge.customop.fortran.resolve_language)
+    language_line: int = 0           # the line of @language, for messages about it

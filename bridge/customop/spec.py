@@ -92,6 +92,7 @@ _ATTR_ALIASES = contract.attr_aliases()   # float64 -> double, float32 -> float,
 _DECLARED_TYPES = {"argument": ("type", TYPES, _TYPE_ALIASES),
                    "attribute": ("attribute type", ATTR_TYPES, _ATTR_ALIASES)}
 
+LANGUAGES = ("julia", "fortran")  # @language: what implements the op (default: the op folder's files)
 _OP_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 MAX_OP_NAME = 128  # lib<Op>Grad.so, <Op>_entries.jl and <op_snake>.jl must stay under 255 bytes
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -177,9 +178,11 @@ class _Parser:
         forward = self.directives.get("forward", (snake_case(op_name), 0))[0]
         default_backward = forward[:-1] + "_grad!" if forward.endswith("!") else forward + "_grad"
         backward = self.directives.get("backward", (default_backward, 0))[0]
+        language, language_line = self.directives.get("language", ("", 0))
         spec = OpSpec(name=op_name, inputs=tuple(self.inputs), outputs=tuple(self.outputs),
                       attrs=tuple(self.attrs), forward=forward, backward=backward,
-                      path=self.path, source=self.text, line=number_of_name)
+                      path=self.path, source=self.text, line=number_of_name,
+                      language=language, language_line=language_line)
         self.check_dims(spec)
         self.check_grad_names(spec)
         self.check_generated_names(spec)
@@ -303,12 +306,17 @@ class _Parser:
         if word == "@attr":
             self.attr(number, rest)
             return
-        if word not in ("@forward", "@backward"):
-            raise self.error(number, f"unknown directive '{show(word)}': expected @attr, @forward "
-                                     "or @backward")
+        if word not in ("@forward", "@backward", "@language"):
+            raise self.error(number, f"unknown directive '{show(word)}': expected @attr, @forward, "
+                                     "@backward or @language")
         key = word[1:]
         if key in self.directives:
             raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
+        if word == "@language":  # Fortran ops: bridge/customop/fortran.py
+            if rest not in LANGUAGES:
+                raise self.error(number, f"@language expects one of {', '.join(LANGUAGES)}, got '{show(rest)}'")
+            self.directives[key] = (rest, number)
+            return
         if not JULIA_FN.fullmatch(rest):
             raise self.error(number, f"{word} expects one Julia function name (e.g. '{word} "
                                      f"my_op', 'my_op!' or 'MyModule.my_op'), got '{show(rest)}'")

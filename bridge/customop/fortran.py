@@ -1,0 +1,374 @@
+"""Fortran subroutines as TensorFlow ops, from the same ``custom_op.txt`` spec.
+
+An op is a Fortran op when its spec says ``@language fortran``, or when its
+folder holds ``<op_snake>.f90`` and no ``<op_snake>.jl``.  The user writes
+external subroutines (not in a module) named like the spec's ``@forward`` and
+``@backward`` functions; the build generates
+
+* ``<Op>_bridge.f90``: ``include``\\ s the user's file, declares the
+  subroutines' interfaces as the spec implies them (module
+  ``<op_snake>_interface``: gfortran checks the user's definitions against
+  them in the same compilation, a mismatch is a BuildError), and wraps each
+  in a ``bind(c)`` subroutine the kernel calls;
+* ``<Op>.cc``: the op, its gradient op ``<Op>Grad`` and their CPU kernels,
+  which call the Fortran directly on TensorFlow's threads (no Julia);
+* a CMakeLists.txt with C++ and Fortran.
+
+Calling convention: ``f(dims..., outputs..., inputs..., attrs...)`` and
+``f_grad(dims..., grad_inputs..., grad_outputs..., outputs..., inputs...,
+attrs...)``, where ``dims`` are the named dimensions no attribute sets, then
+``<arg>_<axis>`` for each ``?`` axis of an input, all ``integer(c_int64_t),
+value``.  Arrays are explicit-shape with their dimensions *reversed*: TF's
+row-major ``x[i, j]`` of shape ``(m, n)`` is Fortran's ``x(j+1, i+1)`` of
+``x(n, m)``, the same memory, no copy.  Scalar inputs and attributes are
+``value``.  ``error stop``, ``stop`` and gfortran's runtime errors
+(bounds checks) become TF errors: the kernel defines libgfortran's entry
+points for them inside the op's library, where they jump back to the kernel.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from bridge.julia import buildtools
+from bridge.platform import cache, paths
+from . import codegen
+from .analysis import dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic
+from .dims import BinOp, Name, Node, Num, parse_expr
+from .errors import SpecError
+from .model import Arg, OpSpec
+from .spec import snake_case
+
+#: The Fortran type of each spec dtype Fortran takes (strings it does not).
+KINDS = {"double": "real(c_double)", "float": "real(c_float)", "int32": "integer(c_int32_t)",
+         "int64": "integer(c_int64_t)", "bool": "logical(c_bool)",
+         "complex64": "complex(c_float_complex)", "complex128": "complex(c_double_complex)"}
+#: The C type the kernel passes an attribute's value as (by value).
+_ATTR_CXX = {"double": "double", "float": "float", "int64": "int64_t", "bool": "bool"}
+#: Set to 1 to compile the op's Fortran with run-time checks (bounds, ...) and -g.
+DEBUG_VARIABLE = "TFBRIDGE_FORTRAN_DEBUG"
+RELEASE_FLAGS = "-O2 -frecursive -ffree-line-length-none"
+DEBUG_FLAGS = "-O1 -g -frecursive -ffree-line-length-none -fcheck=all"
+TEMPLATES = ("fortran_kernel.cc.j2", "fortran_interface.f90.j2", "fortran_CMakeLists.txt.j2", "gradtest.py.j2")
+_FORTRAN_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+_SOURCE_SUFFIXES = (".f90", ".F90", ".f95", ".f03", ".f08")
+
+
+def source_file_name(spec: OpSpec) -> str:
+    """The Fortran file beside custom_op.txt holding the op's subroutines: <op_snake>.f90."""
+    return snake_case(spec.name) + ".f90"
+
+
+def resolve_language(spec: OpSpec, directory: Path) -> OpSpec:
+    """``spec`` with its language decided: ``@language``, else Fortran when the
+    folder holds ``<op_snake>.f90`` but no ``<op_snake>.jl``."""
+    if spec.language:
+        return spec
+    if (directory / source_file_name(spec)).is_file() and not (directory / codegen.julia_file_name(spec)).is_file():
+        return dataclasses.replace(spec, language="fortran")
+    return spec
+
+
+def is_fortran(spec: OpSpec) -> bool:
+    return spec.language == "fortran"
+
+
+def check_spec(spec: OpSpec) -> None:
+    """Refuse what a Fortran op cannot have, naming the line: strings, dynamic
+    outputs, names Fortran cannot take."""
+    where = spec.language_line or spec.line
+    bound = dim_bindings(spec)
+    for arg in spec.inputs + spec.outputs:
+        if arg.dtype.spec not in KINDS:
+            raise SpecError(spec.path, arg.line, f"a Fortran op cannot take {arg.dtype} arguments ('{arg.name}'): "
+                                                 f"Fortran ops take {', '.join(KINDS)}")
+    for out in spec.outputs:
+        if is_dynamic(spec, out, bound):
+            raise SpecError(spec.path, out.line, f"output '{out.name}' of a Fortran op is dynamic (a '?' or a "
+                                                 "name no input or int attribute sets): Fortran ops need every "
+                                                 "output size computable from the inputs and attributes")
+    for attr in spec.attrs:
+        if attr.dtype.spec not in _ATTR_CXX:
+            raise SpecError(spec.path, attr.line, f"a Fortran op cannot take {attr.dtype} attributes "
+                                                  f"('{attr.name}'): use {', '.join(_ATTR_CXX)}")
+    subroutines = {spec.forward: "@forward", spec.backward: "@backward"}
+    for fn, directive in subroutines.items():
+        if not _FORTRAN_NAME.fullmatch(fn):
+            raise SpecError(spec.path, where, f"{directive} {fn} is not a Fortran subroutine name (a lower-case "
+                                              "letter, then letters, digits or '_', at most 63): name it with "
+                                              f"{directive}")
+    for arg in spec.inputs + spec.outputs + spec.attrs:
+        if arg.name in subroutines or arg.name.startswith("c_") or len(arg.name) > 63:
+            raise SpecError(spec.path, arg.line, f"'{arg.name}' cannot name a Fortran argument: it is a "
+                                                 "subroutine's name, longer than 63 characters or starts with "
+                                                 "'c_' (iso_c_binding's names); rename it")
+
+
+# --- the template context ------------------------------------------------------------------------------
+
+
+def fortran_expr(node: Node) -> str:
+    """A dimension expression in Fortran (int64): ``//`` floors like the spec's."""
+    if isinstance(node, Num):
+        return f"{node.value}_c_int64_t"
+    if isinstance(node, Name):
+        return node.name
+    a, b = fortran_expr(node.left), fortran_expr(node.right)
+    if node.op == "//":
+        return f"(({a}) - modulo({a}, {b})) / ({b})"
+    return f"({a} {node.op} {b})"
+
+
+@dataclass
+class FArg:
+    """One array (or scalar) argument of a subroutine, as Fortran declares it."""
+    name: str
+    ftype: str                # real(c_double)
+    cxx: str                  # the C++ element type
+    extents: list[str]        # Fortran order (TF's reversed)
+    intent: str               # in, out, inout
+    doc: str = ""
+
+    def declaration(self, by_value: bool) -> str:
+        shape = f"({', '.join(self.extents)})" if self.extents else ""
+        attribute = "value" if by_value and not self.extents and self.intent == "in" else f"intent({self.intent})"
+        return f"{self.ftype}, {attribute} :: {self.name}{shape}"
+
+
+def _extents(arg: Arg, bound) -> list[str]:
+    out = []
+    for axis, dim in enumerate(arg.shape):
+        if dim is None:
+            out.append(f"{arg.name}_{axis}")
+        elif isinstance(dim, int):
+            out.append(str(dim))
+        elif isinstance(dim, str):
+            out.append(dim)
+        else:
+            out.append(fortran_expr(parse_expr(dim.text)))
+    return list(reversed(out))
+
+
+def _dims(spec: OpSpec) -> list[tuple[str, str, str]]:
+    """The dimension arguments: (name, C++ value in either kernel, what it is).
+    Named dimensions first (no attribute sets them), then the ``?`` axes of inputs."""
+    out = []
+    for b in dim_bindings(spec).values():
+        if b.attr is None:
+            out.append((b.name, f"{b.arg}.dim_size({b.axis})", f"named dimension, from input '{b.arg}'"))
+    for arg in spec.inputs:
+        for axis, dim in enumerate(arg.shape):
+            if dim is None:
+                out.append((f"{arg.name}_{axis}", f"{arg.name}.dim_size({axis})", f"axis {axis} of '{arg.name}'"))
+    return out
+
+
+def _farg(arg: Arg, bound, intent: str, name: Optional[str] = None) -> FArg:
+    return FArg(name or arg.name, KINDS[arg.dtype.spec], arg.dtype.cxx, _extents(arg, bound), intent)
+
+
+def _subroutines(spec: OpSpec) -> list[dict]:
+    bound = dim_bindings(spec)
+    dims = _dims(spec)
+    attrs = [{"name": a.name, "ftype": KINDS[a.dtype.spec], "cxx": _ATTR_CXX[a.dtype.spec],
+              "default": a.default} for a in spec.attrs]
+    forward = ([_farg(a, bound, "out") for a in spec.outputs] + [_farg(a, bound, "in") for a in spec.inputs])
+    subs = [{"kind": "forward", "name": spec.forward, "op": spec.name, "arrays": forward}]
+    if has_gradient(spec):
+        backward = ([_farg(a, bound, "inout", f"grad_{a.name}") for a in grad_inputs(spec)]
+                    + [_farg(a, bound, "in", f"grad_{a.name}") for a in grad_outputs(spec)]
+                    + [_farg(a, bound, "in") for a in spec.outputs] + [_farg(a, bound, "in") for a in spec.inputs])
+        subs.append({"kind": "backward", "name": spec.backward, "op": spec.name + "Grad", "arrays": backward})
+    for s in subs:
+        s["dims"], s["attrs"] = dims, attrs
+        s["args"] = [d[0] for d in dims] + [a.name for a in s["arrays"]] + [a["name"] for a in attrs]
+        s["wrapper"] = f"tfbridge_{spec.name}_{s['kind']}"
+        head = [f"integer(c_int64_t), value :: {d[0]}" for d in dims] + [f"{a['ftype']}, value :: {a['name']}"
+                                                                          for a in attrs]
+        s["user_declarations"] = head + [a.declaration(True) for a in s["arrays"]]
+        s["wrapper_declarations"] = head + [a.declaration(False) for a in s["arrays"]]
+        # The kernel's call: dims by value, tensors' buffers, attributes by value.
+        s["cxx_params"] = (["int64_t"] * len(dims)
+                           + [f"{a.cxx}*" if a.intent != "in" else f"const {a.cxx}*" for a in s["arrays"]]
+                           + [a["cxx"] for a in attrs])
+        s["cxx_args"] = ([d[1] for d in dims]
+                         + [f"{a.name}{'->' if a.intent != 'in' else '.'}flat<{a.cxx}>().data()" for a in s["arrays"]]
+                         + [f"static_cast<{a['cxx']}>({a['name']}_)" for a in attrs])
+    return subs
+
+
+def context(spec: OpSpec) -> dict:
+    ctx = codegen.context(spec)
+    ctx.update(subroutines=_subroutines(spec), source_file=source_file_name(spec),
+               module=f"{snake_case(spec.name)}_interface", language="fortran")
+    return ctx
+
+
+def _render(template: str, spec: OpSpec, **extra) -> str:
+    ctx = context(spec)
+    ctx.update(extra)
+    return codegen._environment().get_template(template).render(**ctx)
+
+
+def kernel_source(spec: OpSpec) -> str:
+    """The C++ source of the op and its gradient op, calling the Fortran wrappers."""
+    return codegen._tidy(_render("fortran_kernel.cc.j2", spec))
+
+
+def interface_source(spec: OpSpec) -> str:
+    """<Op>_bridge.f90: the user's file included, the interface module, the bind(c) wrappers."""
+    return _render("fortran_interface.f90.j2", spec, wrappers=True)
+
+
+# The scaffold's bodies, for its spec `double x(n)` -> `double y(n)`: y = 2x.
+EXAMPLE_FORWARD = ["y = 2 * x"]
+EXAMPLE_BACKWARD = ["grad_x = grad_x + 2 * grad_y"]
+
+
+def stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
+         backward_body: Optional[list[str]] = None) -> str:
+    """The Fortran file with the forward and backward subroutines and their
+    declarations; given bodies fill them in, else each body is an ``error stop``
+    naming what to compute."""
+    return _render("fortran_stub.f90.j2", spec, forward_body=forward_body, backward_body=backward_body)
+
+
+def cmake_lists(spec: OpSpec, extra_sources: list[Path]) -> str:
+    return _render("fortran_CMakeLists.txt.j2", spec, extra_sources=[str(p) for p in extra_sources])
+
+
+# --- build ---------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def gfortran_version() -> str:
+    """gfortran's first --version line; ToolchainError when there is none."""
+    from .toolchain import ToolchainError
+    try:
+        out = subprocess.run(["gfortran", "--version"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ToolchainError("gfortran is needed to build a Fortran op and was not found: install it "
+                             "(Debian: apt-get install gfortran; `make setup` does)") from exc
+    return out.splitlines()[0]
+
+
+def fortran_flags() -> str:
+    return DEBUG_FLAGS if os.environ.get(DEBUG_VARIABLE) == "1" else RELEASE_FLAGS
+
+
+def _sources(directory: Path) -> list[Path]:
+    """Every Fortran source of the op folder (the main file included)."""
+    return sorted(p for p in directory.iterdir() if p.suffix in _SOURCE_SUFFIXES and p.is_file())
+
+
+def cache_key(spec: OpSpec) -> str:
+    """Hash of what the library depends on: the spec, the Fortran sources, the
+    templates and generator, TensorFlow, gfortran and the flags."""
+    from . import toolchain
+    directory = Path(spec.path).resolve().parent
+    key = cache.Key(spec.source)
+    for path in _sources(directory):
+        key.add_file(path, "source " + path.name)
+    for name in TEMPLATES:
+        key.add_file(paths.templates_dir() / name, "template " + name)
+    key.add_modules(__name__)
+    key.add(toolchain.tensorflow().fingerprint, *toolchain.tensorflow().definitions, gfortran_version(),
+            fortran_flags())
+    return key.hexdigest(16)
+
+
+def build_in(spec: OpSpec, work: Path, report) -> None:
+    """Generate the sources into ``work`` and compile lib<Op>.so there."""
+    from . import toolchain
+    from .build import SPEC_FILE, BuildError, library_name
+
+    op = spec.name
+    check_spec(spec)
+    directory = Path(spec.path).resolve().parent
+    main = directory / source_file_name(spec)
+    if not main.is_file():
+        raise BuildError(f"cannot build {op}: {main} not found: a Fortran op's subroutines {spec.forward}"
+                         f"{' and ' + spec.backward if has_gradient(spec) else ''} go there "
+                         f"(`tfbridge customop stub {directory}` prints them)")
+    text = main.read_text(encoding="utf-8", errors="replace")
+    for sub in _subroutines(spec):
+        if not re.search(rf"^\s*(?:\w+\s+)*subroutine\s+{sub['name']}\b", text, re.IGNORECASE | re.MULTILINE):
+            raise BuildError(f"cannot build {op}: {main} defines no subroutine {sub['name']} (the op's "
+                             f"{sub['kind']} subroutine; `tfbridge customop stub {directory}` prints it)")
+    report(f"building {op}: generating {op}.cc and {op}_bridge.f90")
+    (work / f"{op}.cc").write_text(kernel_source(spec))
+    (work / f"{op}_bridge.f90").write_text(interface_source(spec))
+    extra = [p for p in _sources(directory) if p != main]
+    (work / "CMakeLists.txt").write_text(cmake_lists(spec, extra))
+    (work / SPEC_FILE).write_text(spec.source)
+    (work / "gradtest.py").write_text(codegen.gradtest_script(spec, str(directory)))
+    try:
+        tf = toolchain.tensorflow()
+        gfortran_version()
+        cmake = toolchain.cmake()
+    except toolchain.ToolchainError as exc:
+        raise BuildError(f"cannot build {op}: {exc}") from exc
+    objects, log = work / "cmake", work / "build.log"
+    configure = [cmake, "-S", str(work), "-B", str(objects), "-DCMAKE_BUILD_TYPE=Release",
+                 "-DCMAKE_Fortran_COMPILER=gfortran", f"-DCMAKE_Fortran_FLAGS={fortran_flags()}",
+                 f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={work}", f"-DOP_SOURCE_DIR={directory}",
+                 f"-DTF_INCLUDE_DIR={tf.include_dir}", f"-DTF_FRAMEWORK_LIBRARY={tf.framework_library}",
+                 f"-DTF_DEFINITIONS={';'.join(tf.definitions)}"]
+    report(f"building {op}: configuring...")
+    buildtools.run(configure, log, what=op, step="configuring", error=BuildError)
+    report(f"building {op}: compiling...")
+    start = log.stat().st_size
+    try:
+        buildtools.run([cmake, "--build", str(objects), "--parallel", str(os.cpu_count() or 1)], log,
+                       what=op, step="compiling", error=BuildError)
+    except BuildError as exc:
+        excerpt = fortran_errors(log.read_text(errors="replace")[start:])
+        if excerpt:
+            raise BuildError(f"building {op} failed: gfortran reports:\n{excerpt}\nfull log: {log}") from exc
+        raise
+    mismatch = fortran_errors(log.read_text(errors="replace")[start:], mismatches=True)
+    if mismatch:
+        raise BuildError(f"building {op} failed: the subroutines of {main} do not match the spec "
+                         f"(`tfbridge customop stub {directory}` prints the expected declarations):\n"
+                         f"{mismatch}\nfull log: {log}")
+    if not (work / library_name(spec)).is_file():
+        raise BuildError(f"building {op}: cmake succeeded but made no {library_name(spec)}; see {log}")
+    import shutil
+    shutil.rmtree(objects, ignore_errors=True)
+
+
+# gfortran: "path.f90:12:7:" then the quoted source line and caret, then "Error: ...".
+_LOCATION = re.compile(r"^(\S[^:]*):(\d+):(\d+):\s*$")
+_MESSAGE = re.compile(r"^(Error|Fatal Error|Warning): (.*)")
+
+
+def fortran_errors(output: str, mismatches: bool = False) -> str:
+    """gfortran's errors in ``output`` as ``file:line:column: Error: message``
+    with the source line; with ``mismatches``, only its "Interface mismatch"
+    warnings (a user subroutine that does not match the spec)."""
+    lines = output.splitlines()
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        m = _LOCATION.match(line)
+        if not m:
+            continue
+        for j in range(i + 1, min(i + 8, len(lines))):
+            msg = _MESSAGE.match(lines[j])
+            if msg is None:
+                continue
+            wanted = ("Interface mismatch" in msg[2]) if mismatches else msg[1] != "Warning"
+            if wanted:
+                source = next((s for s in lines[i + 1:j] if s.strip() and "|" in s and not s.strip().startswith("|")),
+                              "")
+                picked.append(f"  {m[1]}:{m[2]}:{m[3]}: {msg[1]}: {msg[2]}")
+                if source:
+                    picked.append(f"    {source.split('|', 1)[1].strip()}")
+            break
+    return "\n".join(picked[:40])
