@@ -351,8 +351,9 @@ _MESSAGE = re.compile(r"^(Error|Fatal Error|Warning): (.*)")
 
 def fortran_errors(output: str, mismatches: bool = False) -> str:
     """gfortran's errors in ``output`` as ``file:line:column: Error: message``
-    with the source line; with ``mismatches``, only its "Interface mismatch"
-    warnings (a user subroutine that does not match the spec)."""
+    with the source line; with ``mismatches``, only its warnings that a
+    subroutine does not match its interface (a user subroutine that does not
+    match the spec)."""
     lines = output.splitlines()
     picked: list[str] = []
     for i, line in enumerate(lines):
@@ -363,7 +364,11 @@ def fortran_errors(output: str, mismatches: bool = False) -> str:
             msg = _MESSAGE.match(lines[j])
             if msg is None:
                 continue
-            wanted = ("Interface mismatch" in msg[2]) if mismatches else msg[1] != "Warning"
+            # gfortran compares a definition with an interface body of it as a warning:
+            # "Type mismatch in argument 'x' (REAL(8)/REAL(4)) between (1) and (2)", "VALUE
+            # mismatch ...", "'f' has the wrong number of arguments between ...", "Interface mismatch ...".
+            wanted = (("between (1) and (2)" in msg[2] or "Interface mismatch" in msg[2]) if mismatches
+                      else msg[1] != "Warning")
             if wanted:
                 source = next((s for s in lines[i + 1:j] if s.strip() and "|" in s and not s.strip().startswith("|")),
                               "")
