@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup julia gfortran julia-packages demo test test-quick fuzz bench contract clean
 
 # Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -30,7 +30,7 @@ JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
-setup: $(STAMP) julia
+setup: $(STAMP) julia gfortran
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
@@ -43,6 +43,11 @@ $(STAMP): pyproject.toml
 # (julia/install-julia.sh: Debian bullseye's packages where none is found).
 julia:
 	@bash julia/install-julia.sh
+
+# Fortran ops (README, "Fortran ops") need gfortran: Debian's, where missing.
+gfortran:
+	@command -v gfortran >/dev/null || { echo ">> installing gfortran"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq gfortran; }
 
 # ForwardDiff for examples/twolayer and the package tests: from the depot
 # above, else Julia's default environment, else Pkg.add from Julia's registry;
