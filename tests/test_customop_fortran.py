@@ -181,6 +181,15 @@ def test_forward_matches_numpy_with_named_dims_attrs_and_every_dtype(mix):
                     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12, err_msg=name)
 
 
+def test_loading_and_running_a_fortran_op_starts_no_julia(mix):
+    """The module's ops were loaded and run without Julia: its kernels call the Fortran directly."""
+    from bridge.julia import host
+    g, ph, outs = _graph(mix)
+    with bridge.Session(g) as sess:
+        sess.run(outs[1], dict(zip(ph, _inputs(np.random.default_rng(9)))))
+    assert not host.is_initialized()
+
+
 def test_named_dimension_mismatch_is_invalid_argument(mix):
     rng = np.random.default_rng(2)
     g, ph, outs = _graph(mix)
@@ -374,3 +383,18 @@ def test_readme_fortran_example_runs(tmp_path):
     np.testing.assert_allclose(got[1], 1.5 * w * gy, rtol=1e-15)
     np.testing.assert_allclose(got[2], (1.5 * x * gy).sum(0), rtol=1e-14)
     assert bridge.gradcheck(lambda a, b: ops.scale(a, b), [x, w]).passed
+
+
+def test_language_directive_and_folder_detection(tmp_path):
+    spec = customop.parse("FtLang\ndouble x(n)\ndouble y(n) -> output\n@language fortran\n")
+    assert spec.language == "fortran" and spec.language_line == 4
+    with pytest.raises(customop.SpecError, match=r"custom_op.txt:4: @language expects one of julia, fortran, got 'cobol'"):
+        customop.parse("FtLang\ndouble x(n)\ndouble y(n) -> output\n@language cobol\n")
+    with pytest.raises(customop.SpecError, match=r":5: @language given twice \(first on line 4\)"):
+        customop.parse("FtLang\ndouble x(n)\ndouble y(n) -> output\n@language julia\n@language fortran\n")
+    plain = customop.parse("FtLang\ndouble x(n)\ndouble y(n) -> output\n")
+    assert fortran.resolve_language(plain, tmp_path).language == ""        # no .f90: a Julia op
+    (tmp_path / "ft_lang.f90").write_text("")
+    assert fortran.resolve_language(plain, tmp_path).language == "fortran"
+    (tmp_path / "ft_lang.jl").write_text("")                               # both files: Julia, unless @language
+    assert fortran.resolve_language(plain, tmp_path).language == ""

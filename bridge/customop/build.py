@@ -169,7 +169,7 @@ def prune(root: Path, keep: str) -> None:
 def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     """Generate the sources into ``work`` and compile lib<Op>.so there."""
     if fortran.is_fortran(spec):
-        return fortran.build_in(spec, work, report)
+        return fortran.build_in(spec, work, report, BuildError)
     op = spec.name
     report(f"building {op}: generating {op}.cc")
     (work / f"{op}.cc").write_text(codegen.kernel_source(spec))

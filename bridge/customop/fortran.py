@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from bridge.julia import buildtools
 from bridge.platform import cache, paths
@@ -284,10 +284,10 @@ def cache_key(spec: OpSpec) -> str:
     return key.hexdigest(16)
 
 
-def build_in(spec: OpSpec, work: Path, report) -> None:
-    """Generate the sources into ``work`` and compile lib<Op>.so there."""
+def build_in(spec: OpSpec, work: Path, report: Callable[[str], None], BuildError: type) -> None:
+    """Generate the sources into ``work`` and compile lib<Op>.so there;
+    failures raise ``BuildError`` (build.BuildError, passed in: build imports this module)."""
     from . import toolchain
-    from .build import SPEC_FILE, BuildError, library_name
 
     op = spec.name
     check_spec(spec)
@@ -307,7 +307,7 @@ def build_in(spec: OpSpec, work: Path, report) -> None:
     (work / f"{op}_bridge.f90").write_text(interface_source(spec))
     extra = [p for p in _sources(directory) if p != main]
     (work / "CMakeLists.txt").write_text(cmake_lists(spec, extra))
-    (work / SPEC_FILE).write_text(spec.source)
+    (work / paths.OP_SPEC_FILE).write_text(spec.source)
     (work / "gradtest.py").write_text(codegen.gradtest_script(spec, str(directory)))
     try:
         tf = toolchain.tensorflow()
@@ -338,8 +338,8 @@ def build_in(spec: OpSpec, work: Path, report) -> None:
         raise BuildError(f"building {op} failed: the subroutines of {main} do not match the spec "
                          f"(`tfbridge customop stub {directory}` prints the expected declarations):\n"
                          f"{mismatch}\nfull log: {log}")
-    if not (work / library_name(spec)).is_file():
-        raise BuildError(f"building {op}: cmake succeeded but made no {library_name(spec)}; see {log}")
+    if not (work / f"lib{op}.so").is_file():
+        raise BuildError(f"building {op}: cmake succeeded but made no lib{op}.so; see {log}")
     import shutil
     shutil.rmtree(objects, ignore_errors=True)
 
