@@ -260,9 +260,10 @@ def test_bounds_check_failure_is_a_tf_error_naming_file_and_line(mix):
         assert sess.run(outs[1], dict(zip(ph, values))).shape == (3,)
 
 
-def test_eight_threads_at_once_give_right_results(mix):
+@pytest.mark.parametrize("seconds", [3, pytest.param(10, marks=pytest.mark.slow)])
+def test_eight_threads_at_once_give_right_results(mix, seconds):
     """8 threads run the op (and its gradient) in one session for 3 s each
-    (the issue asks 10 s; 3 s keeps CI time down), every result checked."""
+    (10 s in `make test`; `make test-quick` skips that one), every result checked."""
     g, ph, (y, r, c, gg, zz, rr) = _graph(mix)
     with g.as_default():
         gx, = bridge.gradients(bridge.ops.sum(r, 0), ph[0])
@@ -271,7 +272,7 @@ def test_eight_threads_at_once_give_right_results(mix):
     with bridge.Session(g) as sess:
         def work(t):
             rng = np.random.default_rng(100 + t)
-            deadline = time.monotonic() + 3.0
+            deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and not errors:
                 m, n = int(rng.integers(1, 40)), int(rng.integers(1, 40))
                 values = _inputs(rng, m, n)
@@ -346,6 +347,8 @@ def test_a_subroutine_that_does_not_match_the_spec_is_a_build_error(tmp_path):
     ("string t(n)", r"custom_op.txt:4: a Fortran op cannot take string arguments \('t'\)"),
     ("double o(?) -> output", r"custom_op.txt:4: output 'o' of a Fortran op is dynamic"),
     ("@attr string mode", r"custom_op.txt:4: a Fortran op cannot take string attributes"),
+    ("double c_v(n)", r"custom_op.txt:4: 'c_v' cannot name an argument of a Fortran subroutine"),
+    ("double v(ft_refused)", r"custom_op.txt:4: 'ft_refused' cannot name an argument of a Fortran subroutine"),
 ])
 def test_what_fortran_cannot_take_is_a_spec_error_naming_the_line(tmp_path, line, message):
     folder = tmp_path / "ftref"

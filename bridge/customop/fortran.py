@@ -41,7 +41,7 @@ from bridge.julia import buildtools
 from bridge.platform import cache, paths
 from . import codegen
 from .analysis import dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic
-from .dims import BinOp, Name, Node, Num, parse_expr
+from .dims import Name, Node, Num, dim_names, parse_expr
 from .errors import SpecError
 from .model import Arg, OpSpec
 from .spec import snake_case
@@ -104,11 +104,16 @@ def check_spec(spec: OpSpec) -> None:
             raise SpecError(spec.path, where, f"{directive} {fn} is not a Fortran subroutine name (a lower-case "
                                               "letter, then letters, digits or '_', at most 63): name it with "
                                               f"{directive}")
-    for arg in spec.inputs + spec.outputs + spec.attrs:
-        if arg.name in subroutines or arg.name.startswith("c_") or len(arg.name) > 63:
-            raise SpecError(spec.path, arg.line, f"'{arg.name}' cannot name a Fortran argument: it is a "
-                                                 "subroutine's name, longer than 63 characters or starts with "
-                                                 "'c_' (iso_c_binding's names); rename it")
+    # Fortran arguments: the tensors, the attributes and the dimensions (sharing one namespace
+    # with the subroutines and the interface module; iso_c_binding's names start with c_).
+    taken = set(subroutines) | {f"{snake_case(spec.name)}_interface"}
+    named = [(a.name, a.line) for a in spec.inputs + spec.outputs + spec.attrs]
+    named += [(n, a.line) for a in spec.inputs + spec.outputs for d in a.shape for n in dim_names(d)]
+    for name, line in named:
+        if name in taken or name.startswith("c_") or len(name) > 63:
+            raise SpecError(spec.path, line, f"'{name}' cannot name an argument of a Fortran subroutine: it is "
+                                             "a subroutine's or the interface module's name, longer than 63 "
+                                             "characters or starts with 'c_' (iso_c_binding's names); rename it")
 
 
 # --- the template context ------------------------------------------------------------------------------
