@@ -10,6 +10,7 @@ import pytest
 
 import bridge
 from bridge import customop, errors, julia
+from bridge.framework.opdef import op_def
 from build_support import mixed_inputs, op_folder
 from thread_support import run_threads
 
@@ -320,3 +321,35 @@ def test_gc_in_every_call_ten_thousand_runs(root):
             xv = np.full(16, float(i))
             out = sess.run(y, {x: xv})
             assert np.array_equal(out, 2 * xv), i
+
+
+# --- a Julia op runs when the graph runs, never while TF optimizes it --------
+
+COUNTED_SPEC = """
+Counted
+double x(n)
+double y(n) -> output
+"""
+COUNTED_JULIA = """
+const COUNTED_CALLS = Ref(0)
+counted(y, x) = (COUNTED_CALLS[] += 1; y .= x; nothing)
+counted_grad(grad_x, grad_y, y, x) = (grad_x .= grad_y; nothing)
+"""
+
+
+def test_julia_ops_with_constant_inputs_run_at_every_run_and_are_not_merged(root):
+    """Julia functions may have side effects: their ops are stateful, as tf.py_func's, so Grappler
+    neither folds one whose inputs are constants (it ran once, at optimization, on the master)
+    nor merges two identical calls (common subexpressions)."""
+    counted = _make(root, "Counted", COUNTED_SPEC, COUNTED_JULIA).counted
+    g = bridge.Graph()
+    with g.as_default():
+        c = bridge.constant(np.array([1.0, 2.0, 3.0]))
+        y, z = counted(c), counted(c)
+    assert op_def("Counted").is_stateful and op_def("CountedGrad").is_stateful
+    before = julia.eval("COUNTED_CALLS[]")
+    with bridge.Session(g) as sess:
+        for _ in range(3):
+            out_y, out_z = sess.run([y, z])
+            np.testing.assert_array_equal(out_y, [1.0, 2.0, 3.0])
+    assert julia.eval("COUNTED_CALLS[]") - before == 6

@@ -288,6 +288,11 @@ class _Builder:
             "notice": GENERATED_NOTICE.format(path=Path(spec.path).name),
             "forward": spec.forward,
             "backward": spec.backward,
+            # A Julia function may have side effects (I/O, counters, rand()),
+            # as tf.py_func's may: stateful keeps Grappler from running the op
+            # while it optimizes the graph (constant folding), on the master
+            # rather than its device, and from merging two calls (CSE).
+            "stateful": True,
             "inputs": inputs,
             "outputs": outputs,
             "attrs": attrs,

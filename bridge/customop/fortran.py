@@ -212,7 +212,8 @@ def _subroutines(spec: OpSpec) -> list[dict]:
 def context(spec: OpSpec) -> dict:
     ctx = codegen.context(spec)
     ctx.update(subroutines=_subroutines(spec), source_file=source_file_name(spec),
-               module=f"{snake_case(spec.name)}_interface", language="fortran")
+               module=f"{snake_case(spec.name)}_interface", language="fortran",
+               stateful=False)  # the subroutines are pure (README, "Fortran ops"): TF may fold them
     return ctx
 
 

@@ -45,6 +45,7 @@ REGISTER_OP("SinkhornKnopp")
     .Input("iter: int64")
     .Output("p: double")
     .Output("l: double")
+    .SetIsStateful()
     .SetShapeFn(SinkhornKnoppShape);
 
 // Prepare runs where TF runs the op; the call itself and Finish run on
@@ -98,6 +99,7 @@ REGISTER_OP("SinkhornKnoppGrad")
     .Input("m: double")
     .Input("iter: int64")
     .Output("grad_m: double")
+    .SetIsStateful()
     .SetShapeFn(SinkhornKnoppGradShape);
 
 class SinkhornKnoppGradOp : public tfjl::JuliaKernel {

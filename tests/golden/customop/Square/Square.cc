@@ -41,6 +41,7 @@ absl::Status SquareShape(InferenceContext* ctx) {
 REGISTER_OP("Square")
     .Input("x: double")
     .Output("y: double")
+    .SetIsStateful()
     .SetShapeFn(SquareShape);
 
 // Prepare runs where TF runs the op; the call itself and Finish run on
@@ -84,6 +85,7 @@ REGISTER_OP("SquareGrad")
     .Input("y: double")
     .Input("x: double")
     .Output("grad_x: double")
+    .SetIsStateful()
     .SetShapeFn(SquareGradShape);
 
 class SquareGradOp : public tfjl::JuliaKernel {

@@ -48,6 +48,7 @@ REGISTER_OP("Tokenize")
     .Output("first_last: string")
     .Output("count: int32")
     .Attr("sep: string = \" \"")
+    .SetIsStateful()
     .SetShapeFn(TokenizeShape);
 
 // Prepare runs where TF runs the op; the call itself and Finish run on

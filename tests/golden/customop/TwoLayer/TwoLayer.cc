@@ -152,6 +152,7 @@ REGISTER_OP("TwoLayer")
     .Attr("k: int >= 0 = 2")
     .Attr("relu: bool = true")
     .Attr("mode: string = \"fast\"")
+    .SetIsStateful()
     .SetShapeFn(TwoLayerShape);
 
 // Prepare runs where TF runs the op; the call itself and Finish run on
@@ -285,6 +286,7 @@ REGISTER_OP("TwoLayerGrad")
     .Attr("k: int >= 0 = 2")
     .Attr("relu: bool = true")
     .Attr("mode: string = \"fast\"")
+    .SetIsStateful()
     .SetShapeFn(TwoLayerGradShape);
 
 class TwoLayerGradOp : public tfjl::JuliaKernel {

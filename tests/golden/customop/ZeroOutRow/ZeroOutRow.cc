@@ -56,6 +56,7 @@ REGISTER_OP("ZeroOutRow")
     .Input("bd: int64")
     .Output("oindices: int64")
     .Output("ovv: double")
+    .SetIsStateful()
     .SetShapeFn(ZeroOutRowShape);
 
 // Prepare runs where TF runs the op; the call itself and Finish run on
@@ -117,6 +118,7 @@ REGISTER_OP("ZeroOutRowGrad")
     .Input("vv: double")
     .Input("bd: int64")
     .Output("grad_vv: double")
+    .SetIsStateful()
     .SetShapeFn(ZeroOutRowGradShape);
 
 class ZeroOutRowGradOp : public tfjl::JuliaKernel {
