@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup julia gfortran julia-packages demo test test-quick fuzz bench contract clean
 
 # Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -30,7 +30,7 @@ JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
-setup: $(STAMP) julia
+setup: $(STAMP) julia gfortran
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
@@ -43,6 +43,12 @@ $(STAMP): pyproject.toml
 # (julia/install-julia.sh: Debian bullseye's packages where none is found).
 julia:
 	@bash julia/install-julia.sh
+
+# gfortran for the tf_bridge Fortran module (README "Fortran"): Debian's package where none is found.
+gfortran:
+	@command -v $${FC:-gfortran} >/dev/null 2>&1 || { echo ">> installing gfortran (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q gfortran >/dev/null; }
 
 # ForwardDiff for examples/twolayer and the package tests: from the depot
 # above, else Julia's default environment, else Pkg.add from Julia's registry;
