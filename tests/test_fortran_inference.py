@@ -277,3 +277,17 @@ def test_fortran_runs_stock_cnn_graph_def_transposed_bit_for_bit(oracle_models, 
         want = sess.run(g.get_tensor_by_name("logits:0"), {g.get_tensor_by_name("image:0"): image})
     assert logits.tobytes() == np.ascontiguousarray(want).tobytes()
     np.testing.assert_allclose(logits, model["expected"]["logits:0"], rtol=1e-5, atol=1e-6)
+
+
+def test_readme_fortran_example_runs_as_written(oracle_models, tmp_path):
+    import re
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```fortran\n(.*?)```", readme, re.S)
+    assert len(blocks) == 1, "expected one fortran block in README.md"
+    model = oracle_models["models"]["saved_model"]
+    exe = compile_program(blocks[0], tmp_path, "predict")
+    printed = run_program(exe, model["path"])
+    got = np.array([float(v) for v in printed.split()], np.float32).reshape(4, 2)
+    with bridge.load_saved_model(model["path"]) as loaded:
+        want = loaded.signatures["predict"](x=np.ones((4, 3), np.float32))["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
