@@ -5,7 +5,9 @@ The Fortran sources are in ``kernels_cpp/fortran`` (README "Fortran").
 :mod:`bridge.framework._lib` finds (the tensorflow-cpu wheel), into the
 cache (``<cache>/fortran/<key>/``: ``libtf_bridge_fortran.so`` and
 ``include/tf_bridge.mod`` with the modules it uses), keyed by the sources,
-the TensorFlow libraries and the Fortran compiler.  :func:`flags` gives what
+the TensorFlow libraries and the Fortran compiler.  The library is not linked
+against TensorFlow: it opens it RTLD_LOCAL at run time (Julia ops need that,
+as in bridge.framework._lib), from the folder found here.  :func:`flags` gives what
 a user's Makefile needs; ``tfbridge fortran --flags`` prints it.
 """
 from __future__ import annotations
@@ -34,7 +36,8 @@ class FortranBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Build:
-    """A built tf_bridge: its library, the folder of its .mod files and TensorFlow's library folder."""
+    """A built tf_bridge: its library, the folder of its .mod files and the TensorFlow
+    library folder it opens at run time (TFBRIDGE_LIBTENSORFLOW overrides it then too)."""
     library: Path
     include_dir: Path
     tensorflow_dir: Path
@@ -44,8 +47,7 @@ class Build:
 
     def link_flags(self) -> str:
         lib_dir = self.library.parent
-        return (f"-L{lib_dir} -ltf_bridge_fortran -Wl,-rpath,{lib_dir} "
-                f"-Wl,-rpath,{self.tensorflow_dir} -Wl,-rpath-link,{self.tensorflow_dir}")
+        return f"-L{lib_dir} -ltf_bridge_fortran -Wl,-rpath,{lib_dir}"
 
 
 def source_dir() -> Path:
@@ -71,7 +73,7 @@ def _compiler_version(compiler: str) -> str:
 def _key(compiler: str, framework: Path, c_api: Path) -> str:
     key = cache.Key("tf_bridge_fortran", _compiler_version(compiler), str(framework), str(c_api))
     for path in sorted(source_dir().iterdir()):
-        if path.suffix in (".f90", ".inc", ".txt"):
+        if path.suffix in (".f90", ".inc", ".in", ".txt"):
             key.add_file(path, path.name)
     return key.hexdigest()
 

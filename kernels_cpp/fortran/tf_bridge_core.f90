@@ -16,7 +16,7 @@ module tf_bridge_core
   implicit none
   private
   public :: tf_status, tf_tensor, tf_model, tf_signature, tf_tensor_info, tf_saver_def
-  public :: tf_load_library, tf_load_saved_model, tf_load_graph_def, tf_dtype_name
+  public :: tf_load_library, tf_load_julia_op, tf_load_saved_model, tf_load_graph_def, tf_dtype_name
   public :: TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_STRING, TF_OK, &
        TF_INVALID_ARGUMENT, TF_NOT_FOUND, TF_FAILED_PRECONDITION
   public :: set_status, make_tensor, read_tensor, tensor_view, alloc_tensor, shape_text
@@ -91,6 +91,14 @@ contains
     do i = 1, n
       s(i:i) = chars(i)
     end do
+  end function
+
+  ! Loads TensorFlow's C API on first use (tf_bridge_c); .false. with st set when it cannot.
+  logical function ensure_tf(st) result(ok)
+    type(tf_status), intent(inout) :: st
+    character(len=:), allocatable :: message
+    call load_tensorflow(ok, message)
+    if (.not. ok) call set_status(st, TF_FAILED_PRECONDITION, message)
   end function
 
   ! st <- the TF_Status, its message prefixed by what was being done; true when it is OK.
@@ -248,6 +256,7 @@ contains
     integer(c_size_t) :: nbytes
     call t%delete()
     st%message = ""
+    if (.not. ensure_tf(st)) return
     dims = tf_dims(fshape, transpose)
     nbytes = int(product(fshape), c_size_t) * elsize
     if (.not. (transpose .or. copy) .and. nbytes > 0) then
@@ -367,6 +376,7 @@ contains
     call t%delete()
     st%message = ""
     ptr = c_null_ptr
+    if (.not. ensure_tf(st)) return
     if (size(fshape) /= rank) then
       call set_status(st, TF_INVALID_ARGUMENT, "tf_allocate: the pointer has rank " // itoa(int(rank, int64)) &
            // " but the shape " // shape_text(fshape) // " has rank " // itoa(size(fshape, kind=int64)))
