@@ -7,6 +7,7 @@ default and the same indices with transpose=.true.; tf_view and tf_allocate
 point into TensorFlow's own buffer (no copy)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,14 @@ def test_tfbridge_fortran_flags_name_the_built_library_and_module():
     assert (include / fortran.MODULE).is_file() and (lib_dir / fortran.LIBRARY).is_file()
     assert "-ltf_bridge_fortran" in flags
     assert fortran.flags(quiet=True) == done.stdout.strip()
+
+
+def test_tfbridge_fortran_without_a_compiler_says_how_to_get_one(tmp_path):
+    env = {**os.environ, "FC": "no-such-gfortran", "TFBRIDGE_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "bridge.cli", "fortran", "--flags"], capture_output=True,
+                          text=True, timeout=300, cwd=REPO, env=env)
+    assert done.returncode == 1 and "-I" not in done.stdout   # (a fresh cache: cffi's "generating" line aside)
+    assert "no Fortran compiler 'no-such-gfortran'" in done.stderr and "apt-get install -y gfortran" in done.stderr
 
 
 def _case(suffix: str, rank: int, transpose: bool) -> str:

@@ -3,7 +3,8 @@
 100 steps by a Fortran loop gives losses equal bit for bit to the same 100
 steps run from Python, and the checkpoint the Fortran program saves holds
 the weights Python's training reached (restored into a fresh load, its
-predictions equal Python's)."""
+predictions equal Python's, and so do those of a fresh load that Fortran
+restores it into)."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,11 +23,11 @@ program train
   use tf_bridge
   use, intrinsic :: iso_c_binding
   implicit none
-  type(tf_model) :: m
+  type(tf_model) :: m, fresh
   type(tf_status) :: st
   type(tf_tensor) :: inputs(2), loss(1), pred(1)
   real(c_float), target :: xs(2,32,%(batches)d), ys(1,32,%(batches)d)
-  real(c_float) :: losses(%(steps)d), step_loss, prediction(1,32)
+  real(c_float) :: losses(%(steps)d), step_loss, prediction(1,32), restored(1,32)
   character(len=1024) :: dir
   integer :: step, b, u
   call get_command_argument(1, dir)
@@ -55,10 +56,19 @@ program train
   call check(st)
   call tf_to_array(pred(1), prediction, st)
   call check(st)
+  call tf_load_saved_model(fresh, trim(dir), st)       ! the export's untrained weights
+  call check(st)
+  call fresh%%restore_checkpoint("ckpt/trained", st)
+  call check(st)
+  call fresh%%run("serving_default", ["x"], inputs(1:1), ["y"], pred, st)
+  call check(st)
+  call tf_to_array(pred(1), restored, st)
+  call check(st)
   open(newunit=u, file="out.bin", access="stream", form="unformatted", status="replace")
-  write(u) losses, prediction
+  write(u) losses, prediction, restored
   close(u)
   call m%%close()
+  call fresh%%close()
 contains
   subroutine check(st)
     type(tf_status), intent(in) :: st
@@ -113,7 +123,8 @@ def trained(tmp_path_factory) -> dict:
     raw = (folder / "out.bin").read_bytes()
     return {"folder": folder, "xs": xs, "ys": ys, "printed": printed,
             "losses": np.frombuffer(raw[:4 * STEPS], np.float32),
-            "prediction": np.frombuffer(raw[4 * STEPS:], np.float32).reshape(32, 1)}
+            "prediction": np.frombuffer(raw[4 * STEPS:4 * STEPS + 128], np.float32).reshape(32, 1),
+            "restored": np.frombuffer(raw[4 * STEPS + 128:], np.float32).reshape(32, 1)}
 
 
 def test_fortran_training_losses_equal_python_bit_for_bit(trained):
@@ -139,3 +150,7 @@ def test_fortran_checkpoint_restores_the_trained_weights(trained):
         restored = model.signatures["serving_default"](x=trained["xs"][0])["y"]
     assert restored.tobytes() == trained["prediction"].tobytes()
     assert not np.array_equal(untrained, restored)
+
+
+def test_fortran_restores_its_checkpoint_into_a_fresh_load(trained):
+    assert trained["restored"].tobytes() == trained["prediction"].tobytes()
