@@ -171,3 +171,25 @@ def test_fortran_error_path_returns_a_status_naming_it(reports, case):
         assert word in message, f"{case}: {word!r} not in {message!r}"
     if code == 0:
         assert message == ""
+
+
+NO_TF = """
+program no_tf
+  use tf_bridge
+  implicit none
+  type(tf_model) :: m
+  type(tf_status) :: st
+  call tf_load_saved_model(m, "anything", st)
+  print '(a,i0,a)', "@@", st%code, "|" // st%message
+  call m%close()
+end program no_tf
+"""
+
+
+def test_fortran_without_tensorflows_library_is_a_status(tmp_path):
+    exe = compile_program(NO_TF, tmp_path, "no_tf")
+    out = run_program(exe, env={"TFBRIDGE_LIBTENSORFLOW": str(tmp_path / "nowhere")})
+    code, _, message = out.split("@@", 1)[1].partition("|")
+    assert int(code) == 9, out
+    assert "cannot load TensorFlow's libtensorflow_framework.so.2 from " + str(tmp_path / "nowhere") in message
+    assert "TFBRIDGE_LIBTENSORFLOW" in message
