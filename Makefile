@@ -44,10 +44,12 @@ $(STAMP): pyproject.toml
 julia:
 	@bash julia/install-julia.sh
 
-# Fortran ops (README, "Fortran ops") need gfortran: Debian's, where missing.
+# gfortran for Fortran ops and the tf_bridge Fortran module (README, "Fortran ops" and "Fortran"):
+# Debian's package where none is found.
 gfortran:
-	@command -v gfortran >/dev/null || { echo ">> installing gfortran"; \
-	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq gfortran; }
+	@command -v $${FC:-gfortran} >/dev/null 2>&1 || { echo ">> installing gfortran (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q gfortran >/dev/null; }
 
 # ForwardDiff for examples/twolayer and the package tests: from the depot
 # above, else Julia's default environment, else Pkg.add from Julia's registry;

@@ -190,6 +190,18 @@ def _server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fortran(args: argparse.Namespace) -> int:
+    """Print the flags a Fortran program using the tf_bridge module compiles and links with."""
+    from bridge import fortran
+
+    try:
+        print(fortran.main_flags("compile" if args.compile else "link" if args.link else None))
+    except fortran.FortranBuildError as exc:
+        print(f"tfbridge: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfbridge", description="tf-julia-bridge tools")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -255,6 +267,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port-base", metavar="PORT", type=int, default=8888,
                    help="with --cluster SLURM: the first port of each node (default 8888)")
     p.set_defaults(run=_server)
+
+    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags",
+                            description="Build the tf_bridge Fortran module if needed (once, into the cache) "
+                                        "and print the flags a program using it needs: "
+                                        "gfortran prog.f90 $(tfbridge fortran --flags).")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--flags", action="store_true", help="compile and link flags (the default)")
+    which.add_argument("--compile", action="store_true", help="only the compile flags (-I)")
+    which.add_argument("--link", action="store_true", help="only the link flags")
+    p.set_defaults(run=_fortran)
     return parser
 
 

@@ -1,0 +1,142 @@
+"""The ``tf_bridge`` Fortran module: where its library and module files are, built on first use.
+
+The Fortran sources are in ``kernels_cpp/fortran`` (README "Fortran").
+:func:`build` runs cmake on them against the TensorFlow C API that
+:mod:`bridge.framework._lib` finds (the tensorflow-cpu wheel), into the
+cache (``<cache>/fortran/<key>/``: ``libtf_bridge_fortran.so`` and
+``include/tf_bridge.mod`` with the modules it uses), keyed by the sources,
+the TensorFlow libraries and the Fortran compiler.  The library is not linked
+against TensorFlow: it opens it RTLD_LOCAL at run time (Julia ops need that,
+as in bridge.framework._lib), from the folder found here.  :func:`flags` gives what
+a user's Makefile needs; ``tfbridge fortran --flags`` prints it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bridge.framework._lib import library_paths
+from bridge.platform import cache
+from bridge.platform.paths import kernels_cpp_dir
+
+LIBRARY = "libtf_bridge_fortran.so"
+MODULE = "tf_bridge.mod"
+#: A cmake step that takes longer has hung (the build takes about a minute on 2 cores).
+BUILD_TIMEOUT = 900
+
+
+class FortranBuildError(RuntimeError):
+    """The Fortran library could not be built: the message names the step and its log."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """A built tf_bridge: its library, the folder of its .mod files and the TensorFlow
+    library folder it opens at run time (TFBRIDGE_LIBTENSORFLOW overrides it then too)."""
+    library: Path
+    include_dir: Path
+    tensorflow_dir: Path
+
+    def compile_flags(self) -> str:
+        return f"-I{self.include_dir}"
+
+    def link_flags(self) -> str:
+        lib_dir = self.library.parent
+        return f"-L{lib_dir} -ltf_bridge_fortran -Wl,-rpath,{lib_dir}"
+
+
+def source_dir() -> Path:
+    """kernels_cpp/fortran: the Fortran sources and their CMakeLists.txt."""
+    return kernels_cpp_dir() / "fortran"
+
+
+def fortran_compiler() -> str:
+    """$FC, else gfortran; FortranBuildError naming how to install it when absent."""
+    name = os.environ.get("FC") or "gfortran"
+    found = shutil.which(name)
+    if found is None:
+        raise FortranBuildError(f"no Fortran compiler '{name}' on PATH: install gfortran "
+                                "(apt-get install -y gfortran; `make setup` does) or set FC")
+    return found
+
+
+def _compiler_version(compiler: str) -> str:
+    done = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
+    return done.stdout.splitlines()[0] if done.stdout else compiler
+
+
+def _key(compiler: str, framework: Path, c_api: Path) -> str:
+    key = cache.Key("tf_bridge_fortran", _compiler_version(compiler), str(framework), str(c_api))
+    for path in sorted(source_dir().iterdir()):
+        if path.suffix in (".f90", ".inc", ".in", ".txt"):
+            key.add_file(path, path.name)
+    return key.hexdigest()
+
+
+def _run(command: list[str], log: Path, step: str) -> None:
+    with open(log, "a") as out:
+        out.write("$ " + " ".join(command) + "\n")
+        out.flush()
+        try:
+            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise FortranBuildError(f"tf_bridge Fortran build: {step} took over {BUILD_TIMEOUT} s (log: {log})")
+    if done.returncode != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-25:])
+        raise FortranBuildError(f"tf_bridge Fortran build: {step} failed (log: {log}):\n{tail}")
+
+
+def build(*, quiet: bool = False) -> Build:
+    """The built library, building it first when the cache has none for these sources
+    (printing one progress line to stderr unless quiet)."""
+    framework, c_api = library_paths()
+    compiler = fortran_compiler()
+    entry = cache.root() / "fortran" / _key(compiler, framework, c_api)
+    made = Build(entry / LIBRARY, entry / "include", c_api.parent)
+    if made.library.exists():
+        return made
+    with cache.EntryLock(entry):
+        if made.library.exists():
+            return made
+        if not quiet:
+            print(f"tfbridge: building the tf_bridge Fortran module into {entry} (about a minute, once)",
+                  file=sys.stderr, flush=True)
+        with cache.staged_dir(entry, failed=entry.with_name(entry.name + ".failed"),
+                              failure=FortranBuildError) as work:
+            log = work / "build.log"
+            tree = work / "cmake"
+            _run([_cmake(), "-S", str(source_dir()), "-B", str(tree), f"-DCMAKE_Fortran_COMPILER={compiler}",
+                  f"-DTF_CC_LIBRARY={c_api}", f"-DTF_FRAMEWORK_LIBRARY={framework}"], log, "cmake configure")
+            _run([_cmake(), "--build", str(tree)], log, "cmake build")
+            shutil.copy2(tree / LIBRARY, work / LIBRARY)
+            shutil.copytree(tree / "include", work / "include")
+            shutil.rmtree(tree, ignore_errors=True)
+    return made
+
+
+def _cmake() -> str:
+    found = shutil.which(os.environ.get("CMAKE", "cmake"))
+    if found is None:
+        raise FortranBuildError("cmake is not on PATH: install cmake (pip install cmake, or apt-get install cmake)")
+    return found
+
+
+def flags(*, quiet: bool = False) -> str:
+    """The compile and link flags of a program that uses tf_bridge (building it first if needed)."""
+    made = build(quiet=quiet)
+    return f"{made.compile_flags()} {made.link_flags()}"
+
+
+def main_flags(kind: Optional[str] = None) -> str:
+    """What ``tfbridge fortran`` prints: both flag sets, or only "compile" or "link" ones."""
+    made = build()
+    if kind == "compile":
+        return made.compile_flags()
+    if kind == "link":
+        return made.link_flags()
+    return f"{made.compile_flags()} {made.link_flags()}"
