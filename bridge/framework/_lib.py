@@ -14,9 +14,11 @@ copy (see ENVIRONMENT notes: other orders hang or segfault).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -41,7 +43,9 @@ def _make_ffi():
             builder = cffi.FFI()
             builder.cdef(source)
             builder.set_source(module_name, None)
-            with cache.publishing(path) as tmp:
+            # cffi says "generating <file>" on stdout: a `$(tfbridge fortran --flags)`
+            # in a Makefile, or any other command whose output is captured, must not get it.
+            with cache.publishing(path) as tmp, contextlib.redirect_stdout(sys.stderr):
                 builder.emit_python_code(str(tmp))
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
