@@ -5,7 +5,8 @@ client), for tests/test_distribute_stock_tf.py.
 The cluster is one ps and ``workers`` workers on loopback ports picked here.
 Each server is a child process running this script with ``--serve CLUSTER
 JOB TASK`` (stock TF only, no Julia); this process is the client, and kills
-every server when it is done, pass or fail.
+every server when it is done, pass or fail (a server also ends when this
+process does).
 
 The model (in-graph replication, as TF1's multi-tower examples): the MLP of
 train_steps.py (8 -> 16 tanh -> 1, float64, raw ops) with its variables on
@@ -38,13 +39,18 @@ NAMES = ("w1", "b1", "w2", "b2")
 
 
 def serve(cluster_file: str, job: str, task: int) -> None:
-    """One stock-TF server: print a ready line, serve until killed."""
+    """One stock-TF server: print a ready line, serve until killed or until
+    the process that started it ends (a client killed at its time limit
+    leaves no server behind)."""
     import tensorflow as tf
 
+    parent = os.getppid()
     cluster = tf.train.ClusterSpec(json.loads(Path(cluster_file).read_text()))
     server = tf.compat.v1.train.Server(cluster, job_name=job, task_index=task)
     print(f"ready {server.target}", flush=True)
-    server.join()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)  # a started gRPC server cannot be stopped in its process: end the process
 
 
 def _free_port() -> int:
