@@ -23,12 +23,16 @@ The throughput ratio needs two free cores.  What does not: whether the two
 workers' Julia ops overlap at all.  A second op (tests/build_support.py's
 ``busy_op``) spins for a given wall time; one such 0.3 s op per worker in one
 step against one on one worker: 1.0x means the workers run their Julia
-calls fully in parallel, 2.0x that they took turns.
+calls fully in parallel, 2.0x that they took turns.  And the machine's own
+ceiling, measured in the same rounds: the throughput of two plain CPU-bound
+Python processes against one (2.0x on two free cores; less when other
+processes share them).
 """
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -80,6 +84,17 @@ def build(heat_steps, workers: int):
             train = opt.apply_gradients([(averaged, theta)])
         init = bridge.global_variables_initializer()
     return g, init, train, feeds, steps
+
+
+PROBE = "import time\nt0 = time.perf_counter()\ns = 0\nfor i in range(3_000_000):\n    s += i\n" \
+        "print(time.perf_counter() - t0)"
+
+
+def cpu_probe(processes: int) -> float:
+    """Wall time of ``processes`` CPU-bound Python loops run at once (the slowest one's own time)."""
+    procs = [subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, text=True)
+             for _ in range(processes)]
+    return max(float(p.communicate(timeout=300)[0]) for p in procs)
 
 
 def spin_step_seconds(spin, cluster, workers: int) -> float:
@@ -141,12 +156,14 @@ def main() -> None:
         for workers in (1, 2):
             step(workers, count)  # warm-up at the final size
         best = {1: float("inf"), 2: float("inf")}
+        probe = {1: float("inf"), 2: float("inf")}
         for _ in range(ROUNDS):
             for workers in (1, 2):
                 t0 = time.perf_counter()
                 for _ in range(STEPS_PER_ROUND):
                     step(workers, count)
                 best[workers] = min(best[workers], (time.perf_counter() - t0) / STEPS_PER_ROUND)
+                probe[workers] = min(probe[workers], cpu_probe(workers))
         for sess in sessions.values():
             sess.close()
         spins = {workers: spin_step_seconds(spin, cluster, workers) for workers in (1, 2)}
@@ -163,7 +180,8 @@ def main() -> None:
              ("2 workers: step (two shards, one per worker)", best[2] * 1e3, "ms"),
              ("1 worker: throughput (anchor)", one, "shards/s"),
              ("2 workers: throughput", two, "shards/s")]
-    rows += [(f"1 worker: one {SPIN_SECONDS:g} s Julia spin", spins[1] * 1e3, "ms"),
+    rows += [("the machine's ceiling: 2 CPU-bound processes' throughput / 1's", 2 * probe[1] / probe[2], "x"),
+             (f"1 worker: one {SPIN_SECONDS:g} s Julia spin", spins[1] * 1e3, "ms"),
              (f"2 workers: one {SPIN_SECONDS:g} s Julia spin each, one step", spins[2] * 1e3, "ms"),
              ("overlap: 2-worker spin step / 1-worker (1.0 = fully parallel)", spins[2] / spins[1], "x")]
     report(f"Data-parallel scaling of a Julia-op-heavy step (this machine has {cores} cores, shared by the two "
