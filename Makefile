@@ -44,7 +44,7 @@ $(STAMP): pyproject.toml
 julia:
 	@bash julia/install-julia.sh
 
-# gfortran for Fortran ops and the tf_bridge Fortran module (README, "Fortran ops" and "Fortran"):
+# gfortran for Fortran ops and the tf_bridge Fortran module (README, "Fortran subroutines as ops" and "Fortran"):
 # Debian's package where none is found.
 gfortran:
 	@command -v $${FC:-gfortran} >/dev/null 2>&1 || { echo ">> installing gfortran (apt-get)"; \

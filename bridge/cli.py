@@ -127,6 +127,21 @@ def _server_cluster(args: argparse.Namespace):
     return spec, job, task
 
 
+def _julia_start_seconds(folders: Sequence[str]) -> Optional[float]:
+    """Start Julia before a server's op folders load, timed (None without op
+    folders: such a server never starts Julia).  A worker's Julia start is
+    part of its user's wait: the "ready" line reports it."""
+    if not folders:
+        return None
+    import time
+
+    from bridge import julia
+
+    t0 = time.perf_counter()
+    julia.init()
+    return time.perf_counter() - t0
+
+
 def _server(args: argparse.Namespace) -> int:
     """Serve one task until SIGTERM or SIGINT; exit 0 then, 1 if it cannot start (saying why)."""
     import os
@@ -160,9 +175,19 @@ def _server(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    julia_seconds = ops_seconds = None
     if args.ops:
+        import time
+
         from bridge import customop
 
+        try:
+            julia_seconds = _julia_start_seconds(args.ops)
+        except Exception as exc:  # noqa: BLE001 - a task that cannot start says why
+            print(f"tfbridge server: Julia could not be started, so /job:{job}/task:{task} does not start: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        t0 = time.perf_counter()
         for folder in args.ops:
             try:
                 customop.load(folder)
@@ -172,6 +197,7 @@ def _server(args: argparse.Namespace) -> int:
                 return 1
             if stopping:
                 return 0
+        ops_seconds = time.perf_counter() - t0
         # Julia's start put its own SIGINT handler in front: ours again.
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -181,6 +207,8 @@ def _server(args: argparse.Namespace) -> int:
         print(f"tfbridge server: {exc}", file=sys.stderr)
         return 1
     ops = f" with ops from {', '.join(args.ops)}" if args.ops else ""
+    if julia_seconds is not None:
+        ops += f" (Julia started in {julia_seconds:.2f} s, ops loaded in {ops_seconds:.2f} s)"
     print(f"tfbridge server: ready /job:{job}/task:{task} target {server.target} address {address} "
           f"pid {os.getpid()}{ops}", flush=True)
     while not stopping:

@@ -1,4 +1,4 @@
-"""Fortran subroutines as TensorFlow ops (README, "Fortran ops"; issue #29 part 2).
+"""Fortran subroutines as TensorFlow ops (README, "Fortran subroutines as ops"; issue #29 part 2).
 
 One op folder, built once for the module (with run-time checks:
 TFBRIDGE_FORTRAN_DEBUG=1), covers every dtype a Fortran op takes, named
@@ -360,11 +360,11 @@ def test_what_fortran_cannot_take_is_a_spec_error_naming_the_line(tmp_path, line
 
 
 def test_readme_fortran_example_runs(tmp_path):
-    """README, "Fortran ops": its spec and subroutines build, and the op and
+    """README, "Fortran subroutines as ops": its spec and subroutines build, and the op and
     its gradient agree with numpy."""
     import re
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Fortran ops"):]
+    section = readme[readme.index("### Fortran subroutines as ops"):]
     blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
     spec = next(code for kind, code in blocks if kind == "" and code.startswith("Scale\n"))
     source = next(code for kind, code in blocks if kind == "fortran")

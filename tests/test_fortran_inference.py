@@ -284,8 +284,8 @@ def test_fortran_runs_stock_cnn_graph_def_transposed_bit_for_bit(oracle_models, 
 def test_readme_fortran_example_runs_as_written(oracle_models, tmp_path):
     import re
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    blocks = re.findall(r"```fortran\n(.*?)```", readme, re.S)
-    assert len(blocks) == 1, "expected one fortran block in README.md"
+    blocks = [b for b in re.findall(r"```fortran\n(.*?)```", readme, re.S) if "program predict" in b]
+    assert len(blocks) == 1, "expected one fortran block with 'program predict' in README.md"
     model = oracle_models["models"]["saved_model"]
     exe = compile_program(blocks[0], tmp_path, "predict")
     printed = run_program(exe, model["path"])

@@ -213,7 +213,7 @@ def context(spec: OpSpec) -> dict:
     ctx = codegen.context(spec)
     ctx.update(subroutines=_subroutines(spec), source_file=source_file_name(spec),
                module=f"{snake_case(spec.name)}_interface", language="fortran",
-               stateful=False)  # the subroutines are pure (README, "Fortran ops"): TF may fold them
+               stateful=False)  # the subroutines are pure (README, "Fortran subroutines as ops"): TF may fold them
     return ctx
 
 
