@@ -109,8 +109,9 @@ def test_fetches_are_read_only_small_or_large(size):
             assert not out.flags.writeable
             with pytest.raises(ValueError, match="read-only"):
                 out[0] = 1.0
-            if size * 8 <= COPY_LIMIT:
-                assert out.base is None  # a copy of its own: nothing behind it to write through
+            if size * 8 <= COPY_LIMIT:  # over an immutable copy: it cannot be made writable either
+                with pytest.raises(ValueError, match="WRITEABLE"):
+                    out.flags.writeable = True
 
 
 def test_fetched_handles_strings_and_empty_tensors_take_the_general_path():

@@ -11,6 +11,7 @@ a small numeric fetch is copied out and its TF_Tensor freed at once.
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Mapping
 from typing import Any, Iterable, Optional
 
@@ -162,8 +163,9 @@ def value_of_feed(t: Tensor):
 
 def fetched(ptr) -> Any:
     """The value of a fetched TF_Tensor* (which Python now owns): a read-only
-    numpy array (a copy when small, the TF_Tensor then freed at once; else a
-    view that keeps it alive), a Tensor for resource and variant handles."""
+    numpy array (when small, over a bytes copy that cannot be made writable,
+    the TF_Tensor freed at once; else a view that keeps it alive), a Tensor
+    for resource and variant handles."""
     np_dtype = _NUMERIC.get(lib.TF_TensorType(ptr))
     nbytes = lib.TF_TensorByteSize(ptr) if np_dtype is not None else 0
     if not 0 < nbytes <= COPY_LIMIT:
@@ -173,13 +175,12 @@ def fetched(ptr) -> Any:
         return to_numpy(owner, owner)
     try:
         ndim = lib.TF_NumDims(ptr)
-        shape = tuple([lib.TF_Dim(ptr, i) for i in range(ndim)]) if ndim else ()
-        # Copied from a reshaped view: the copy is an array of its own (no base to write through).
-        arr = np.frombuffer(ffi.buffer(lib.TF_TensorData(ptr), nbytes), np_dtype).reshape(shape).copy()
+        shape = (lib.TF_Dim(ptr, 0),) if ndim == 1 else tuple([lib.TF_Dim(ptr, i) for i in range(ndim)])
+        data = ffi.buffer(lib.TF_TensorData(ptr), nbytes)[:]  # a bytes copy
     finally:
         lib.TF_DeleteTensor(ptr)
-    arr.flags.writeable = False
-    return arr
+    arr = np.frombuffer(data, np_dtype)
+    return arr if ndim == 1 else arr.reshape(shape)
 
 
 class FeedSpec:
@@ -194,7 +195,7 @@ class FeedSpec:
         self.np_dtype, self.shape, self.enum = np_dtype, shape, enum
         self.ndim = len(shape)
         self.dims = ffi.new(C.int64_array, shape) if shape else ffi.NULL
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        self.nbytes = math.prod(shape) * np_dtype.itemsize
 
     @classmethod
     def of(cls, out: Output, target: tuple) -> Optional["FeedSpec"]:
@@ -216,6 +217,28 @@ class FeedSpec:
         t._ptr = ffi.gc(ptr, lib.TF_DeleteTensor)
         ffi.memmove(lib.TF_TensorData(ptr), value, self.nbytes)
         return t
+
+
+def plan_key(fetches: Any, feed_keys: list) -> Optional[tuple]:
+    """A hashable key naming the RunPlan of ``fetches`` and ``feed_keys``, for
+    the plain cases (an Output, an Operation, a name, or a flat list or tuple
+    of them; feed keys Outputs or names), or None.  Equal keys make equal
+    plans: what a plan holds follows from the graph elements alone, which
+    never change once made."""
+    kind = type(fetches)
+    if kind in _KEYABLE:
+        head: Any = fetches
+    elif (kind is list or kind is tuple) and all(type(f) in _KEYABLE for f in fetches):
+        head = (kind, *fetches)
+    else:
+        return None
+    for key in feed_keys:
+        if type(key) is not Output and type(key) is not str:
+            return None
+    return (head, *feed_keys)
+
+
+_KEYABLE = (Output, Operation, str)
 
 
 class RunPlan:

@@ -13,7 +13,7 @@ from ._lib import ffi, lib
 from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
                      raise_pending_signals, status)
 from .graph import Graph, Output, get_default_graph
-from .run_plan import RunPlan, expand_feeds, fetched, value_of_feed
+from .run_plan import RunPlan, expand_feeds, fetched, plan_key, value_of_feed
 from .tensor import Tensor
 
 # How a ``julia_thread`` session runs: an object whose run() takes
@@ -88,6 +88,7 @@ _CALLER_THREAD_RAW = ffi.new(C.char_array, _CALLER_THREAD_RUN_OPTIONS)
 _CALLER_THREAD_OPTS = ffi.new(C.buffer_ptr)
 _CALLER_THREAD_OPTS.data, _CALLER_THREAD_OPTS.length = _CALLER_THREAD_RAW, len(_CALLER_THREAD_RUN_OPTIONS)
 _SIZE_T_PTR = ffi.typeof("size_t*")
+_PLANS_KEPT = 64  # RunPlans a session keeps for fetches and feeds it has run (plan_key's cases)
 _RUN_OPTIONS_TIMEOUT_IN_MS = 2  # RunOptions.timeout_in_ms
 
 # What the runtime's SIGINT handler writes into the status of the Julia ops
@@ -152,6 +153,8 @@ class Session:
         self._runs_over = threading.Condition(self._runs_lock)  # close() waits on it
         self._runs_in_flight = 0  # close() waits for these before freeing the session
         self._feed_targets: dict = {}  # (operation, index) -> (its name in errors, its static shape)
+        self._plans: dict = {}  # plan_key -> RunPlan, the oldest first
+        self._plans_lock = threading.Lock()
         # julia_thread runs abandoned (deadline, interrupt) but still going on
         # Julia's thread: (handle, what they use) until they are over.
         self._detached: list = []
@@ -181,7 +184,7 @@ class Session:
         keys, values = expand_feeds(feed_dict)
         self._enter_run()
         try:
-            plan = RunPlan(self, fetches, keys)
+            plan = self._plan(fetches, keys)
             return self._execute(plan, values, run_options, timeout)
         finally:
             self._leave_run()
@@ -197,7 +200,7 @@ class Session:
         called from several threads."""
         self._enter_run()
         try:
-            plan = RunPlan(self, fetches, list(feed_list))
+            plan = self._plan(fetches, list(feed_list))
         finally:
             self._leave_run()
         n = plan.n_in
@@ -214,6 +217,23 @@ class Session:
             finally:
                 leave()
         return call
+
+    def _plan(self, fetches: Any, feed_keys: list) -> RunPlan:
+        """The RunPlan of ``fetches`` and ``feed_keys``: worked out once for the
+        plain cases (``plan_key``), as a loop calling ``run`` with the same
+        fetches and feeds would otherwise redo it each time."""
+        key = plan_key(fetches, feed_keys)
+        if key is None:
+            return RunPlan(self, fetches, feed_keys)
+        with self._plans_lock:
+            plan = self._plans.get(key)
+        if plan is None:
+            plan = RunPlan(self, fetches, feed_keys)
+            with self._plans_lock:
+                if len(self._plans) >= _PLANS_KEPT:
+                    del self._plans[next(iter(self._plans))]
+                self._plans[key] = plan
+        return plan
 
     def _enter_run(self) -> None:
         """Count a run in flight (close() waits for it); refuse it once closed.
@@ -257,7 +277,8 @@ class Session:
             # A TF deadline needs a thread that waits for the run: never the caller's own.
             run_options = (run_options or b"") + pb.field_varint(_RUN_OPTIONS_TIMEOUT_IN_MS,
                                                                  max(1, round(timeout * 1000)))
-        elif not run_options and not self._julia_thread and self._graph_is_small():
+        elif (not run_options and not self._julia_thread and self._scan_count <= self._inline_limit
+              and self._graph_is_small()):
             opts = _CALLER_THREAD_OPTS
         if run_options:
             opts = ffi.new(C.buffer_ptr)

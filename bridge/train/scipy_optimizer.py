@@ -30,6 +30,7 @@ whose loss and gradient were finite.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 import time
@@ -60,6 +61,8 @@ _NEW_CALLBACK = frozenset({"nelder-mead", "powell", "cg", "bfgs", "newton-cg", "
 # Ops that take a variable's handle without reading its value.
 _NO_VALUE_READ = frozenset({"VariableShape", "VarIsInitializedOp", "Identity"})
 _RECENT = 8  # evaluated points remembered, to find the loss at scipy's iterates
+_RESULT_SIGNATURE = inspect.Signature([inspect.Parameter("intermediate_result",
+                                                         inspect.Parameter.POSITIONAL_OR_KEYWORD)])
 PROGRESS_SECONDS = 1.0  # verbose=True off a terminal: at most one line per this many seconds
 
 
@@ -406,7 +409,7 @@ class ScipyOptimizer:
         self.hessp_evaluations = 0
         run = _Minimization(self, session, dict(feed_dict or {}), callback)
         new_style = self._method in _NEW_CALLBACK and _scipy_passes_results()
-        kwargs: dict = {"method": self.method, "callback": run.on_result if new_style else run.on_x,
+        kwargs: dict = {"method": self.method, "callback": run.result_callback() if new_style else run.on_x,
                         "options": dict(self.options)}
         if self._grad is not None:
             kwargs["jac"] = True
@@ -487,7 +490,10 @@ class _Minimization:
         self.run_hessp = (session.make_callable(opt._hessp, fed + [opt._vector]) if opt._hessp is not None
                           else None)
         self.best: list = [np.inf, None, 0]  # the best finite point: loss, x, evaluation
-        self.recent: dict[bytes, float] = {}
+        # The loss at recent points, for callbacks that pass the iterate but not
+        # its loss (scipy's old style; every method's intermediate_result has it).
+        self.recent: Optional[dict[bytes, float]] = (
+            None if opt._method in _NEW_CALLBACK and _scipy_passes_results() else {})
         self.x0: Optional[np.ndarray] = None
         self.start_value: Optional[tuple] = None  # (x0's bytes, what evaluate returns there), used once
         self.held: Optional[bytes] = None  # the point the Variables hold, where known
@@ -499,9 +505,11 @@ class _Minimization:
         the loss (and gradient) there, read from the variables themselves;
         reports it as iteration 0.  Returns x0."""
         opt = self.opt
-        fetch = opt._fused if self.fused else opt._fetch
-        x_packed, values = self.session.run([opt._initial, fetch], self.feed_dict)
-        self.x0 = x0 = np.array(x_packed, dtype=np.float64)
+        # A flat list: the session keeps the plan of such a run for the next minimize().
+        out = self.session.run([opt._initial, opt._fused] if self.fused else [opt._initial, *opt._fetch],
+                               self.feed_dict)
+        self.x0 = x0 = np.array(out[0], dtype=np.float64)
+        values = out[1] if self.fused else out[1:]
         self.held = x0.tobytes()
         out = self._evaluated(x0, values)
         self.start_value = (self.held, out)
@@ -533,7 +541,7 @@ class _Minimization:
                     raise _NonFinite("loss", f"{f}")
                 if not np.all(np.isfinite(values[1:])):
                     raise _NonFinite("gradient", opt._where_not_finite(values[1:]))
-            grad = np.array(values[1:])
+            grad = values[1:].copy()  # writable, as scipy's methods may expect
         else:
             loss = np.asarray(values[0])
             if loss.ndim:
@@ -546,12 +554,13 @@ class _Minimization:
             if grad is not None and not np.all(np.isfinite(grad)):
                 raise _NonFinite("gradient", opt._where_not_finite(grad))
         best = self.best
-        if f < best[0]:
+        if f < best[0]:  # x copied: a method may change its array later (Nelder-Mead's simplex)
             best[0], best[1], best[2] = f, np.array(x, dtype=np.float64), opt.evaluations
         recent = self.recent
-        if len(recent) >= _RECENT:
-            del recent[next(iter(recent))]
-        recent[x.tobytes()] = f
+        if recent is not None:
+            if len(recent) >= _RECENT:
+                del recent[next(iter(recent))]
+            recent[x.tobytes()] = f
         return f if grad is None else (f, grad)
 
     def hessp(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -567,7 +576,7 @@ class _Minimization:
         return product
 
     def loss_at(self, x: np.ndarray) -> float:
-        f = self.recent.get(np.asarray(x, dtype=np.float64).tobytes())
+        f = None if self.recent is None else self.recent.get(np.asarray(x, dtype=np.float64).tobytes())
         if f is None:  # an iterate the method never evaluated: one more run
             out = self.evaluate(np.asarray(x, dtype=np.float64).copy())
             f = out if self.opt._grad is None else out[0]
@@ -578,17 +587,32 @@ class _Minimization:
         (_Stopped at ``x``; scipy's callbacks turn it into StopIteration)."""
         history = self.opt.history
         history.append(f)
-        self.progress.iteration(len(history) - 1, f, self.opt.evaluations)
+        if self.progress.on:
+            self.progress.iteration(len(history) - 1, f, self.opt.evaluations)
         if self.callback is not None and self.callback(len(history) - 1, f):
             raise _Stopped(np.array(x, dtype=np.float64), f)
 
     def on_result(self, intermediate_result) -> None:
         fun = intermediate_result.get("fun")
-        f = float(fun) if fun is not None and np.ndim(fun) == 0 else self.loss_at(intermediate_result.x)
+        if type(fun) is float or isinstance(fun, np.floating):  # what scipy's methods pass: no more to check
+            f = float(fun)
+        else:
+            f = float(fun) if fun is not None and np.ndim(fun) == 0 else self.loss_at(intermediate_result.x)
         try:
             self.after_iteration(f, intermediate_result.x)
         except _Stopped:
             raise StopIteration from None
+
+    def result_callback(self) -> Callable:
+        """``on_result`` for scipy, as a function that carries its signature:
+        scipy reads it (inspect.signature) at every minimize to see that it
+        takes ``intermediate_result``, which costs more on a bound method."""
+        on_result = self.on_result
+
+        def callback(intermediate_result):
+            return on_result(intermediate_result)
+        callback.__signature__ = _RESULT_SIGNATURE
+        return callback
 
     def on_x(self, xk, *state) -> None:  # trust-constr before scipy 1.11 adds its state
         self.after_iteration(self.loss_at(xk), xk)
