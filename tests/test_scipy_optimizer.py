@@ -7,6 +7,8 @@ Session.run calls are counted with a Session subclass (a real session).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize, rosen, rosen_der, rosen_hess_prod
@@ -57,10 +59,10 @@ def test_lbfgsb_reaches_rosenbrock_minimum(x0):
     opt = ScipyOptimizer(loss, options=TIGHT)
     sess.runs = 0
     result = opt.minimize(sess)
-    # One run for the starting point (scipy's first evaluation too), one per
-    # further evaluation, one to assign the optimum.
+    # One run to read the starting point, one per evaluation (the start's is
+    # scipy's first), one to assign the optimum.
     assert opt.evaluations == result.nfev
-    assert sess.runs == opt.evaluations + 1
+    assert sess.runs == opt.evaluations + 2
     value = sess.run(x.value())
     np.testing.assert_allclose(value, np.ones(len(x0)), atol=1e-5)
     assert result.fun < 1e-10
@@ -126,7 +128,7 @@ def test_gradient_methods_match_scipy_on_rosenbrock(method):
     opt = ScipyOptimizer(loss, method=method)
     sess.runs = 0
     result = opt.minimize(sess)
-    assert sess.runs == 1 + opt.evaluations + opt.hessp_evaluations
+    assert sess.runs == 2 + opt.evaluations + opt.hessp_evaluations
     hessp = rosen_hess_prod if method in ("Newton-CG", "trust-ncg") else None
     ref = minimize(rosen, np.array([-1.2, 1.0]), jac=rosen_der, hessp=hessp, method=method)
     assert result.success == ref.success
@@ -230,10 +232,10 @@ def test_gather_read_falls_back_to_assigning_first():
     assert opt.assigns_first == [w]
     sess.runs = 0
     opt.minimize(sess)
-    # The starting point's run reads w itself; each further evaluation assigns
-    # first (two runs).  w then holds the last point evaluated, L-BFGS-B's
-    # answer: no run to assign it again.
-    assert sess.runs == 1 + 2 * (opt.evaluations - 1)
+    # One run reads the start, which w holds: its evaluation is one run; each
+    # further one assigns first (two runs).  w then holds the last point
+    # evaluated, L-BFGS-B's answer: no run to assign it again.
+    assert sess.runs == 1 + 1 + 2 * (opt.evaluations - 1)
     # w0: (w-1)^2 + (w-.5)^2 -> 0.75; w1: 0.5; w2: 2 (w+1)^2 + (w-.5)^2 -> -0.5; w3: 2.25
     np.testing.assert_allclose(sess.run(w.value()), [0.75, 0.5, -0.5, 2.25], atol=1e-6)
 
@@ -243,7 +245,7 @@ def test_gradient_free_method_fetches_only_the_loss():
     opt = ScipyOptimizer(loss, method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-12, "maxiter": 2000})
     sess.runs = 0
     opt.minimize(sess)
-    assert sess.runs == opt.evaluations + 1
+    assert sess.runs == opt.evaluations + 2
     assert opt._fetch == [loss]
     np.testing.assert_allclose(sess.run(x.value()), [1.0, 1.0], atol=1e-5)
 
@@ -293,7 +295,7 @@ def test_every_read_on_the_loss_path_is_fed():
     assert sorted(r.name for r in opt._reads[0]) == ["ReadVariableOp:0", "w/Read/ReadVariableOp:0"]
     sess.runs = 0
     opt.minimize(sess)
-    assert sess.runs == opt.evaluations + 1
+    assert sess.runs == opt.evaluations + 2
     np.testing.assert_allclose(sess.run(w.value()), [0.25, 0.25], atol=1e-8)
 
 
@@ -407,7 +409,7 @@ def test_a_callback_stopping_at_the_start_runs_once():
     assert not result.success and result.status == 99 and result.nit == 0 and result.nfev == 1
     np.testing.assert_array_equal(result.x, [-1.2, 1.0])
     assert opt.history == [calls[0][1]] and opt.evaluations == 1
-    assert sess.runs == 1  # the starting point's run; the variables already hold result.x
+    assert sess.runs == 2  # reading the start, evaluating it; the variables already hold result.x
     np.testing.assert_array_equal(sess.run(x.value()), [-1.2, 1.0])
 
 
@@ -424,20 +426,28 @@ def test_starting_at_the_minimum_needs_no_assigning_run():
     result = opt.minimize(sess)
     assert result.success and result.nit == 0 and result.fun == 0.0
     assert opt.history == [0.0] and opt.evaluations == result.nfev == 1
-    assert sess.runs == 1
+    assert sess.runs == 2  # reading the start, evaluating it; no run assigning it back
 
 
-def test_a_start_outside_the_bounds_is_evaluated_where_scipy_starts():
-    """L-BFGS-B clips the start into the bounds: its first evaluation is not
-    the variables' point, so it is a run of its own; history[0] is the loss
-    at the variables' values."""
-    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+def test_a_start_outside_the_bounds_is_clipped_before_it_is_evaluated():
+    """The start is clipped into the bounds, as L-BFGS-B clips it, before it
+    is evaluated: history[0] is the loss there, and a loss undefined outside
+    the bounds (NaN at x < 0 here) is never evaluated out there."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.Variable(np.array([-1.2, 1.0]), name="x")
+        loss = rosenbrock(x.value()) + 0.0 * ops.sum(ops.sqrt(x.value()), 0)
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
     opt = ScipyOptimizer(loss, var_to_bounds={x: (0.0, 2.0)}, options=TIGHT)
     sess.runs = 0
-    result = opt.minimize(sess)
-    assert opt.history[0] == pytest.approx(rosen(np.array([-1.2, 1.0])), rel=1e-15)
-    assert opt.evaluations == result.nfev + 1
-    assert sess.runs == opt.evaluations + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no non-finite warning, and none from scipy about the bounds
+        result = opt.minimize(sess)
+    assert opt.history[0] == rosen(np.array([0.0, 1.0]))
+    assert opt.evaluations == result.nfev
+    assert sess.runs == opt.evaluations + 2
     ref = minimize(rosen, np.array([-1.2, 1.0]), jac=rosen_der, method="L-BFGS-B", bounds=[(0.0, 2.0)] * 2,
                    options=TIGHT)
     np.testing.assert_allclose(result.x, ref.x, atol=1e-8)

@@ -5,11 +5,10 @@ ADCME's ``BFGS!``): the trained Variables are packed into one float64
 vector ``x``; each evaluation of the loss and its gradient at ``x`` is ONE
 ``Session.run`` that feeds ``x`` (cast to each variable's dtype) in place
 of the variables' reads and fetches the loss and the packed gradient (as one
-float64 vector where the loss is known to be a scalar).  The first run
-reads the starting point from the variables and evaluates the loss there in
-the same run (the method's first evaluation, and the callback's iteration
-0); at the end one more run assigns the optimum to the Variables, unless
-they hold it already.
+float64 vector where the loss is known to be a scalar).  A first small run
+reads the starting point from the variables; its evaluation is the method's
+first (and the callback's iteration 0); at the end one more run assigns the
+optimum to the Variables, unless they hold it already.
 
 How ``x`` reaches the loss: every ``ReadVariableOp`` of a trained variable
 that the loss (or its gradient) depends on is fed, as TensorFlow's
@@ -382,12 +381,13 @@ class ScipyOptimizer:
         True stops the minimization (``result.success`` False).  Returns
         scipy's ``OptimizeResult``.
 
-        Session.run calls: one for the starting point (its values, loss and
-        gradient: the method's first evaluation when it starts there, as
-        scipy's methods do without bounds), one per further evaluation
-        (``evaluations`` counts both; two per evaluation for variables in
+        The starting point is the variables' values, clipped into the bounds
+        (as scipy's bounded methods clip it).  Session.run calls: one to read
+        it, one per evaluation (``evaluations``; the starting point's is the
+        method's first; two per evaluation for variables in
         ``assigns_first``), one per Hessian-vector product, and one to assign
-        the optimum unless the Variables hold it already (it is the start).
+        the optimum unless the Variables hold it already (say, it is the
+        start).
 
         A NaN or infinite loss, gradient or Hessian-vector product stops the
         minimization there, with a ``RuntimeWarning``: the result has
@@ -501,18 +501,25 @@ class _Minimization:
         self.progress = _Progress(f"ScipyOptimizer ({opt.method})", opt.verbose, options.get("maxiter"), opt)
 
     def start(self) -> np.ndarray:
-        """One run for the starting point: the variables' values packed, and
-        the loss (and gradient) there, read from the variables themselves;
-        reports it as iteration 0.  Returns x0."""
+        """Read the starting point from the variables (one small run), clipped
+        into the bounds as scipy's bounded methods clip it, and evaluate it
+        (the method's first evaluation, kept for it); report it as iteration
+        0.  Returns the starting point.
+
+        The evaluation is an ordinary fed one rather than part of the reading
+        run: a run of other fetches is another executor in TensorFlow, with
+        its own copy of the graph's constants (a loss's data), and switching
+        between two of them costs a pass over that data from memory."""
         opt = self.opt
-        # A flat list: the session keeps the plan of such a run for the next minimize().
-        out = self.session.run([opt._initial, opt._fused] if self.fused else [opt._initial, *opt._fetch],
-                               self.feed_dict)
-        self.x0 = x0 = np.array(out[0], dtype=np.float64)
-        values = out[1] if self.fused else out[1:]
+        self.x0 = x0 = np.array(self.session.run(opt._initial), dtype=np.float64)
         self.held = x0.tobytes()
-        out = self._evaluated(x0, values)
-        self.start_value = (self.held, out)
+        if opt.bounds is not None:
+            x0 = np.clip(x0, opt.bounds.lb, opt.bounds.ub)
+        if x0.tobytes() != self.held and opt._assign_some is not None:
+            self.session.run(opt._assign_some, {opt._x: x0})
+            self.held = x0.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
+        out = self._evaluated(x0, self.run_fetch(*self.base_values, *opt._read_values(x0)))
+        self.start_value = (x0.tobytes(), out)
         self.after_iteration(out if opt._grad is None else out[0], x0)
         return x0
 
