@@ -29,6 +29,7 @@ whose loss and gradient were finite.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import sys
@@ -62,9 +63,11 @@ _NO_VALUE_READ = frozenset({"VariableShape", "VarIsInitializedOp", "Identity"})
 _RECENT = 8  # evaluated points remembered, to find the loss at scipy's iterates
 _RESULT_SIGNATURE = inspect.Signature([inspect.Parameter("intermediate_result",
                                                          inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+_FLOAT64 = np.dtype(np.float64)
 PROGRESS_SECONDS = 1.0  # verbose=True off a terminal: at most one line per this many seconds
 
 
+@functools.lru_cache(maxsize=None)
 def _scipy_passes_results() -> bool:
     """Whether callbacks may take ``intermediate_result`` (scipy 1.11 on)."""
     import scipy
@@ -450,7 +453,7 @@ class ScipyOptimizer:
             x_best, f_best = run.x0, float("nan")
             kept = "no point had a finite loss and gradient: the variables keep their starting values"
         else:
-            x_best, f_best = best_x, best_f
+            x_best, f_best = np.frombuffer(best_x, np.float64).copy(), best_f
             kept = (f"the variables hold the best finite point seen: loss {f_best:.6g}, "
                     f"evaluation {best_evaluation}")
         message = (f"ScipyOptimizer ({self.method}): the {what} of '{self.loss.name}' is not finite "
@@ -489,7 +492,7 @@ class _Minimization:
         self.run_fetch = session.make_callable(opt._fused if self.fused else opt._fetch, fed)
         self.run_hessp = (session.make_callable(opt._hessp, fed + [opt._vector]) if opt._hessp is not None
                           else None)
-        self.best: list = [np.inf, None, 0]  # the best finite point: loss, x, evaluation
+        self.best: list = [np.inf, None, 0]  # the best finite point: loss, x's float64 bytes, evaluation
         # The loss at recent points, for callbacks that pass the iterate but not
         # its loss (scipy's old style; every method's intermediate_result has it).
         self.recent: Optional[dict[bytes, float]] = (
@@ -541,9 +544,9 @@ class _Minimization:
         opt = self.opt
         opt.evaluations += 1
         if self.fused:  # one float64 vector: [loss, gradient...]
-            f = float(values[0])
+            f = values.item(0)
             # The sum of squares is finite only if every entry is (or, rarely, overflows: then look closer).
-            if not math.isfinite(values @ values):
+            if not math.isfinite(values.dot(values)):
                 if not math.isfinite(f):
                     raise _NonFinite("loss", f"{f}")
                 if not np.all(np.isfinite(values[1:])):
@@ -561,8 +564,10 @@ class _Minimization:
             if grad is not None and not np.all(np.isfinite(grad)):
                 raise _NonFinite("gradient", opt._where_not_finite(grad))
         best = self.best
-        if f < best[0]:  # x copied: a method may change its array later (Nelder-Mead's simplex)
-            best[0], best[1], best[2] = f, np.array(x, dtype=np.float64), opt.evaluations
+        if f < best[0]:  # x's bytes: a method may change its array later (Nelder-Mead's simplex)
+            best[0], best[2] = f, opt.evaluations
+            best[1] = x.tobytes() if type(x) is np.ndarray and x.dtype == _FLOAT64 else \
+                np.array(x, dtype=np.float64).tobytes()
         recent = self.recent
         if recent is not None:
             if len(recent) >= _RECENT:
