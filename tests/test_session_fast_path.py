@@ -189,3 +189,23 @@ def test_closing_during_fast_path_runs_from_eight_threads():
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=300, env=env, cwd=REPO)
     assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr[-3000:])
+
+
+def test_a_session_keeps_the_plans_of_plain_runs_and_no_more_than_64():
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(dtypes.float64, [3], name="x")
+        ys = [x + float(i) for i in range(70)]
+    value = np.array([1.0, 2.0, 3.0])
+    with bridge.Session(g) as sess:
+        assert sess._plan(ys[0], [x]) is sess._plan(ys[0], [x])            # kept
+        assert sess._plan([ys[0], "x:0"], ["x:0"]) is sess._plan([ys[0], "x:0"], ["x:0"])
+        assert sess._plan({"a": ys[0]}, [x]) is not sess._plan({"a": ys[0]}, [x])  # nested: not kept
+        # A list and a tuple of the same fetches are different plans: each rebuilds its own type.
+        as_list, as_tuple = sess.run([ys[1], ys[2]], {x: value}), sess.run((ys[1], ys[2]), {x: value})
+        assert type(as_list) is list and type(as_tuple) is tuple
+        np.testing.assert_array_equal(as_tuple[1], value + 2.0)
+        for i, y in enumerate(ys):
+            np.testing.assert_array_equal(sess.run(y, {x: value}), value + i)
+        assert len(sess._plans) == 64
+        np.testing.assert_array_equal(sess.run(ys[0], {x: value}), value)  # evicted, worked out again
