@@ -7,6 +7,8 @@ Session.run calls are counted with a Session subclass (a real session).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize, rosen, rosen_der, rosen_hess_prod
@@ -57,7 +59,8 @@ def test_lbfgsb_reaches_rosenbrock_minimum(x0):
     opt = ScipyOptimizer(loss, options=TIGHT)
     sess.runs = 0
     result = opt.minimize(sess)
-    # One run for the starting point, one per evaluation, one to assign the optimum.
+    # One run to read the starting point, one per evaluation (the start's is
+    # scipy's first), one to assign the optimum.
     assert opt.evaluations == result.nfev
     assert sess.runs == opt.evaluations + 2
     value = sess.run(x.value())
@@ -76,12 +79,14 @@ def test_history_and_callback_once_per_iteration():
     calls = []
     opt = ScipyOptimizer(loss, options=TIGHT)
     result = opt.minimize(sess, callback=lambda i, f: calls.append((i, f)))
-    assert len(opt.history) == result.nit == len(calls)
+    # The first call is the starting point (iteration 0), then one per iteration.
+    assert len(opt.history) == result.nit + 1 == len(calls)
     assert [i for i, _ in calls] == list(range(len(calls)))
     assert [f for _, f in calls] == opt.history
+    assert opt.history[0] == pytest.approx(rosen(np.array([-1.2, 1.0])), rel=1e-15)
+    assert opt.history[1] < opt.history[0]
     assert np.all(np.diff(opt.history) <= 0)  # L-BFGS-B's iterates never go up
     assert opt.history[-1] == pytest.approx(result.fun, abs=1e-15)
-    assert opt.history[0] < rosen(np.array([-1.2, 1.0]))
 
 
 @pytest.mark.parametrize("method", ["L-BFGS-B", "TNC"])  # TNC: scipy cannot stop it, the optimizer does
@@ -227,7 +232,10 @@ def test_gather_read_falls_back_to_assigning_first():
     assert opt.assigns_first == [w]
     sess.runs = 0
     opt.minimize(sess)
-    assert sess.runs == 2 * opt.evaluations + 2
+    # One run reads the start, which w holds: its evaluation is one run; each
+    # further one assigns first (two runs).  w then holds the last point
+    # evaluated, L-BFGS-B's answer: no run to assign it again.
+    assert sess.runs == 1 + 1 + 2 * (opt.evaluations - 1)
     # w0: (w-1)^2 + (w-.5)^2 -> 0.75; w1: 0.5; w2: 2 (w+1)^2 + (w-.5)^2 -> -0.5; w3: 2.25
     np.testing.assert_allclose(sess.run(w.value()), [0.75, 0.5, -0.5, 2.25], atol=1e-6)
 
@@ -387,3 +395,173 @@ def test_the_iteration_is_named():
     assert len(opt.history) >= 3 and all(np.isfinite(opt.history))
     assert f"in iteration {len(opt.history)};" in result.message and str(caught[0].message) == result.message
     assert result.fun <= opt.history[-1] and sess.run(loss) == result.fun
+
+
+# --- the starting point is iteration 0; runs saved; progress on stderr -------------------------
+
+def test_a_callback_stopping_at_the_start_runs_once():
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    opt = ScipyOptimizer(loss)
+    sess.runs = 0
+    calls = []
+    result = opt.minimize(sess, callback=lambda i, f: calls.append((i, f)) or True)
+    assert calls == [(0, pytest.approx(rosen(np.array([-1.2, 1.0])), rel=1e-15))]
+    assert not result.success and result.status == 99 and result.nit == 0 and result.nfev == 1
+    np.testing.assert_array_equal(result.x, [-1.2, 1.0])
+    assert opt.history == [calls[0][1]] and opt.evaluations == 1
+    assert sess.runs == 2  # reading the start, evaluating it; the variables already hold result.x
+    np.testing.assert_array_equal(sess.run(x.value()), [-1.2, 1.0])
+
+
+def test_starting_at_the_minimum_needs_no_assigning_run():
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.array([1.0, -2.0]), name="w")
+        loss = ops.sum(ops.square(w.value() - bridge.constant(np.array([1.0, -2.0]))), 0)
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    sess.runs = 0
+    opt = ScipyOptimizer(loss)
+    result = opt.minimize(sess)
+    assert result.success and result.nit == 0 and result.fun == 0.0
+    assert opt.history == [0.0] and opt.evaluations == result.nfev == 1
+    assert sess.runs == 2  # reading the start, evaluating it; no run assigning it back
+
+
+def test_a_start_outside_the_bounds_is_clipped_before_it_is_evaluated():
+    """The start is clipped into the bounds, as L-BFGS-B clips it, before it
+    is evaluated: history[0] is the loss there, and a loss undefined outside
+    the bounds (NaN at x < 0 here) is never evaluated out there."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.Variable(np.array([-1.2, 1.0]), name="x")
+        loss = rosenbrock(x.value()) + 0.0 * ops.sum(ops.sqrt(x.value()), 0)
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    opt = ScipyOptimizer(loss, var_to_bounds={x: (0.0, 2.0)}, options=TIGHT)
+    sess.runs = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no non-finite warning, and none from scipy about the bounds
+        result = opt.minimize(sess)
+    assert opt.history[0] == rosen(np.array([0.0, 1.0]))
+    assert opt.evaluations == result.nfev
+    assert sess.runs == opt.evaluations + 2
+    ref = minimize(rosen, np.array([-1.2, 1.0]), jac=rosen_der, method="L-BFGS-B", bounds=[(0.0, 2.0)] * 2,
+                   options=TIGHT)
+    np.testing.assert_allclose(result.x, ref.x, atol=1e-8)
+    assert result.nit == ref.nit and len(opt.history) == result.nit + 1
+
+
+def test_float32_and_two_variables_feed_their_slices():
+    """Each variable is fed its slice of x in its dtype: the loss at the start
+    (read from the variables) and at x0 fed agree exactly."""
+    g = bridge.Graph()
+    with g.as_default():
+        a = bridge.Variable(np.array([[0.5, -1.0]], np.float32), name="a")
+        b = bridge.Variable(np.array([2.0, 3.0, 4.0]), name="b")
+        loss = (ops.cast(ops.sum(ops.reshape(ops.square(a.value() - 1.0), [-1]), 0), DstT=bridge.float64)
+                + ops.sum(ops.square(b.value()), 0))
+        init = bridge.global_variables_initializer()
+    sess = CountingSession(g)
+    sess.run(init)
+    opt = ScipyOptimizer(loss, options=TIGHT)
+    values = opt._read_values(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+    assert [v.dtype for v in values] == [np.float32, np.float64]
+    assert [v.tolist() for v in values] == [[[1.0, 2.0]], [3.0, 4.0, 5.0]]
+    result = opt.minimize(sess)
+    assert opt.history[0] == 0.25 + 4.0 + 29.0
+    np.testing.assert_allclose(result.x, [1.0, 1.0, 0.0, 0.0, 0.0], atol=1e-6)
+    np.testing.assert_allclose(sess.run(a.value()), [[1.0, 1.0]], atol=1e-6)
+
+
+@pytest.mark.parametrize("verbose", [1, 2])
+def test_verbose_n_prints_a_line_every_n_iterations_and_at_the_end(capsys, verbose):
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    result = ScipyOptimizer(loss, verbose=verbose).minimize(sess)
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    iterations = [int(line.split("iteration ")[1].split(":")[0]) for line in lines[:-1]]
+    assert iterations == list(range(0, result.nit + 1, verbose))
+    assert lines[0].startswith("ScipyOptimizer (L-BFGS-B): iteration 0: loss 24.2, 1 evaluations, ")
+    assert lines[-1].startswith(f"ScipyOptimizer (L-BFGS-B): done after {result.nit} iterations, "
+                                f"{result.nfev} evaluations, ")
+    assert f"loss {result.fun:.9g}; CONVERGENCE" in lines[-1]
+
+
+def test_verbose_true_off_a_terminal_prints_the_start_and_the_end(capsys):
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    result = ScipyOptimizer(loss, method="BFGS", verbose=True).minimize(sess)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("ScipyOptimizer (BFGS): iteration 0: loss 24.2, 1 evaluations")
+    assert lines[-1].startswith(f"ScipyOptimizer (BFGS): done after {result.nit} iterations")
+    assert len(lines) <= 2 + result.nit  # intermediate lines at most once a second
+
+
+def test_not_verbose_prints_nothing_and_bad_verbose_is_refused(capsys):
+    g, x, loss, sess = rosen_graph([-1.2, 1.0])
+    ScipyOptimizer(loss).minimize(sess)
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(ValueError, match="verbose must be"):
+        ScipyOptimizer(loss, verbose=-1)
+    with pytest.raises(ValueError, match="verbose must be"):
+        ScipyOptimizer(loss, verbose="yes")
+
+
+def test_verbose_true_on_a_terminal_shows_a_tqdm_bar():
+    """A child process whose stderr is a real terminal (a pty)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    code = (
+        "import numpy as np, bridge\n"
+        "from bridge import ops\n"
+        "from bridge.train import ScipyOptimizer\n"
+        "g = bridge.Graph()\n"
+        "with g.as_default():\n"
+        "    x = bridge.Variable(np.array([-1.2, 1.0]), name='x')\n"
+        "    v = x.value()\n"
+        "    loss = ops.sum(100.0 * ops.square(v[1:] - ops.square(v[:-1])) + ops.square(1.0 - v[:-1]), 0)\n"
+        "    init = bridge.global_variables_initializer()\n"
+        "s = bridge.Session(g)\n"
+        "s.run(init)\n"
+        "r = ScipyOptimizer(loss, verbose=True, options={'maxiter': 50}).minimize(s)\n"
+        "print('nit', r.nit)\n")
+    repo = Path(__file__).resolve().parents[1]
+    master, slave = pty.openpty()
+    # A terminal's size, as a real one has (a pty starts at 0 columns: tqdm would draw nothing).
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=slave,
+                            env=dict(os.environ, PYTHONPATH=str(repo)), cwd=repo)
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        out = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    err = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, err[-3000:]
+    nit = int(out.split("nit ")[1])
+    assert "ScipyOptimizer (L-BFGS-B)" in err and "it/s" in err and "loss=" in err and "/50" in err
+    assert f"{nit}/50" in err  # the bar counted every iteration
+    assert f"done after {nit} iterations" in err

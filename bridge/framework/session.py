@@ -1,23 +1,20 @@
 """Session: runs a graph (TF_Session)."""
 from __future__ import annotations
 
-import collections
-import contextlib
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+import numpy as np
 
 from . import _proto as pb
-from . import dtypes
 from ._lib import CTypes as C
 from ._lib import ffi, lib
 from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
                      raise_pending_signals, status)
-from .builders import SparseTensor, SparseTensorValue
-from .indexed_slices import IndexedSlices, IndexedSlicesValue
-from .graph import Graph, Operation, Output, get_default_graph
-from .tensor import Tensor, to_numpy
+from .graph import Graph, Output, get_default_graph
+from .run_plan import RunPlan, expand_feeds, fetched, plan_key, value_of_feed
+from .tensor import Tensor
 
 # How a ``julia_thread`` session runs: an object whose run() takes
 # TF_SessionRun's arguments and a timeout and runs it on Julia's thread
@@ -86,6 +83,12 @@ class SessionConfig:
 
 # RunOptions{inter_op_thread_pool: -1}: execute the run in the caller's thread.
 _CALLER_THREAD_RUN_OPTIONS = pb.field_varint(3, -1)
+# ... as a TF_Buffer built once (TensorFlow only reads it), and its bytes.
+_CALLER_THREAD_RAW = ffi.new(C.char_array, _CALLER_THREAD_RUN_OPTIONS)
+_CALLER_THREAD_OPTS = ffi.new(C.buffer_ptr)
+_CALLER_THREAD_OPTS.data, _CALLER_THREAD_OPTS.length = _CALLER_THREAD_RAW, len(_CALLER_THREAD_RUN_OPTIONS)
+_SIZE_T_PTR = ffi.typeof("size_t*")
+_PLANS_KEPT = 64  # RunPlans a session keeps for fetches and feeds it has run (plan_key's cases)
 _RUN_OPTIONS_TIMEOUT_IN_MS = 2  # RunOptions.timeout_in_ms
 
 # What the runtime's SIGINT handler writes into the status of the Julia ops
@@ -117,153 +120,6 @@ def session_options(config: Union[SessionConfig, bytes, dict, None], target: str
     return opts
 
 
-def _path(path: str, key: Any) -> str:
-    return f"{path}[{key!r}]"
-
-
-class _FetchPlan:
-    """Flattens a nested fetch structure into outputs and targets, and rebuilds it.
-
-    What TF1's ``Session.run`` accepts: Outputs, Operations (fetched as None),
-    names ("op:0", "op"), anything with TensorFlow's ``_as_graph_element()``
-    (a Variable: its value), SparseTensors (a SparseTensorValue), IndexedSlices
-    (an IndexedSlicesValue), and lists,
-    tuples, namedtuples and dicts (mappings) of them, nested.  Anything else is
-    a TypeError naming it and where it sits in ``fetches``."""
-
-    def __init__(self, graph: Graph, fetches: Any):
-        self.outputs: list[Output] = []
-        self.targets: list[Operation] = []
-        self.structure = self._flatten(graph, fetches, "fetches")
-
-    def _element(self, graph: Graph, f: Any, path: str):
-        el = graph.as_graph_element(f)
-        if isinstance(el, Operation):
-            self.targets.append(el)
-            return None
-        self.outputs.append(el)
-        return len(self.outputs) - 1
-
-    def _flatten(self, graph: Graph, f: Any, path: str):
-        if isinstance(f, (Output, Operation, str)) or (
-                hasattr(type(f), "_as_graph_element") and not isinstance(f, type)):
-            return self._element(graph, f, path)
-        if isinstance(f, SparseTensor):
-            return ("seq", lambda items: SparseTensorValue(*items),
-                    [self._element(graph, t, _path(path, i)) for i, t in enumerate(f)])
-        if isinstance(f, IndexedSlices):
-            parts = (f.values, f.indices, f.dense_shape)
-            return ("seq", lambda items: IndexedSlicesValue(*items),
-                    [None if t is None else self._element(graph, t, _path(path, i)) for i, t in enumerate(parts)])
-        if isinstance(f, Mapping):
-            if isinstance(f, collections.defaultdict):
-                factory = f.default_factory
-                make = lambda items: collections.defaultdict(factory, items)  # noqa: E731
-            elif type(f) in (dict, collections.OrderedDict):
-                make = type(f)
-            else:
-                make = dict
-            return ("map", make, {k: self._flatten(graph, v, _path(path, k)) for k, v in f.items()})
-        if isinstance(f, tuple) and hasattr(f, "_fields"):  # namedtuple
-            return ("seq", lambda items, t=type(f): t(*items),
-                    [self._flatten(graph, v, _path(path, i)) for i, v in enumerate(f)])
-        if isinstance(f, (list, tuple)):
-            return ("seq", type(f), [self._flatten(graph, v, _path(path, i)) for i, v in enumerate(f)])
-        what = "None" if f is None else f"{type(f).__name__} {f!r}"
-        raise TypeError(f"cannot fetch {what} ({path}): a fetch is an Output, an Operation, a Variable, "
-                        "a SparseTensor, an IndexedSlices, a name ('op:0' for a tensor, 'op' for an operation), or a "
-                        "list/tuple/namedtuple/dict of them")
-
-    def rebuild(self, values: list, node=None, top=True):
-        node = self.structure if top else node
-        if node is None:
-            return None
-        if isinstance(node, int):
-            return values[node]
-        kind, make, items = node
-        if kind == "map":
-            return make((k, self.rebuild(values, v, False)) for k, v in items.items())
-        return make([self.rebuild(values, v, False) for v in items])
-
-
-#: TF_DataType values of handles, which a fetch returns as Tensors, not numpy arrays.
-_HANDLE_DTYPES = (dtypes.resource.enum, dtypes.variant.enum)
-
-
-def _value(ptr):
-    """numpy value of a fetched TF_Tensor* (which Python now owns)."""
-    if lib.TF_TensorType(ptr) in _HANDLE_DTYPES:  # resource / variant handles stay Tensors
-        return Tensor._adopt(ptr)
-    owner = ffi.gc(ptr, lib.TF_DeleteTensor)
-    return to_numpy(owner, owner)
-
-
-def _expand_feeds(feed_dict: Optional[dict]) -> tuple[list, list]:
-    """A feed dict's keys and values, a SparseTensor key fed by a
-    (indices, values, dense_shape) triple (a SparseTensorValue) as its three parts."""
-    if feed_dict is None:
-        return [], []
-    if not isinstance(feed_dict, Mapping):
-        raise TypeError(f"feed_dict must be a dict, not {type(feed_dict).__name__}")
-    keys, values = [], []
-    for key, value in feed_dict.items():
-        if isinstance(key, SparseTensor):
-            parts = list(value) if isinstance(value, (tuple, list)) else None
-            if parts is None or len(parts) != 3:
-                raise TypeError(f"a SparseTensor is fed an (indices, values, dense_shape) triple or a "
-                                f"SparseTensorValue, not {type(value).__name__}")
-            keys.extend(key)
-            values.extend(parts)
-        else:
-            keys.append(key)
-            values.append(value)
-    return keys, values
-
-
-def _value_of_feed(t: Tensor):
-    """A fed tensor's value, fetched: as a fetch of the same dtype would be."""
-    if t.dtype.enum in _HANDLE_DTYPES:  # resource / variant handles stay Tensors
-        return t
-    return t.numpy()
-
-
-class _RunPlan:
-    """What a run's fetches and fed tensors come to, worked out once: the
-    fetch structure, the C arrays naming fed, fetched and target operations,
-    and how each fed tensor is named and shaped for conversion errors.  The
-    arrays are only read by TF_SessionRun, so threads may share a plan."""
-
-    def __init__(self, session: "Session", fetches: Any, feed_keys: Iterable[Any]):
-        graph = session.graph
-        self.fetch = _FetchPlan(graph, fetches)
-        self.feed_outputs: list[Output] = []
-        for key in feed_keys:
-            out = key if type(key) is Output and key.op.graph is graph else graph.as_graph_element(key)
-            if not isinstance(out, Output):
-                raise TypeError(f"feed key {key!r} names an operation, not a tensor ('op:0')")
-            self.feed_outputs.append(out)
-        self.feed_targets = [session._feed_target(out) for out in self.feed_outputs]
-        self.c_in = ffi.new(C.output_array, len(self.feed_outputs) or 1)
-        for i, out in enumerate(self.feed_outputs):
-            self.c_in[i].oper, self.c_in[i].index = out.op._ptr, out.index
-        # A fetched tensor that is also fed is not asked of TensorFlow (which
-        # refuses it): its value is the fed one, as TF Python's Session gives.
-        fed = {out: i for i, out in enumerate(self.feed_outputs)}
-        self.run_outputs: list[Output] = []
-        self.sources: list[tuple[bool, int]] = []  # per fetched output: (fed?, index)
-        for out in self.fetch.outputs:
-            if out in fed:
-                self.sources.append((True, fed[out]))
-            else:
-                self.sources.append((False, len(self.run_outputs)))
-                self.run_outputs.append(out)
-        self.c_out = ffi.new(C.output_array, len(self.run_outputs) or 1)
-        for i, out in enumerate(self.run_outputs):
-            self.c_out[i].oper, self.c_out[i].index = out.op._ptr, out.index
-        self.c_tg = (ffi.new(C.operation_ptr_array, [op._ptr for op in self.fetch.targets])
-                     if self.fetch.targets else ffi.NULL)
-
-
 class Session:
     """Runs operations of a graph.
 
@@ -293,9 +149,12 @@ class Session:
             check(s, "creating session")
         self._ptr = _ptr
         self._closed = False
-        self._runs_lock = threading.Condition(threading.Lock())
+        self._runs_lock = threading.Lock()
+        self._runs_over = threading.Condition(self._runs_lock)  # close() waits on it
         self._runs_in_flight = 0  # close() waits for these before freeing the session
         self._feed_targets: dict = {}  # (operation, index) -> (its name in errors, its static shape)
+        self._plans: dict = {}  # plan_key -> RunPlan, the oldest first
+        self._plans_lock = threading.Lock()
         # julia_thread runs abandoned (deadline, interrupt) but still going on
         # Julia's thread: (handle, what they use) until they are over.
         self._detached: list = []
@@ -312,8 +171,9 @@ class Session:
         where it is.  Feed keys are Outputs, tensor names, Variables (their
         value, as in TF) or SparseTensors (fed a triple); values are numpy
         arrays, Python values or Tensors.  A fed tensor fetched gives the fed
-        value.  Numeric results are read-only numpy views of TensorFlow's
-        buffers (no copy).
+        value.  Numeric results are read-only numpy arrays: up to 64 KiB
+        copies (TensorFlow's tensor is freed at once), larger ones views of
+        TensorFlow's buffers (no copy).
 
         ``timeout`` (seconds) sets RunOptions.timeout_in_ms: past it the run
         raises DeadlineExceededError, abandoning the Julia ops still running
@@ -321,71 +181,105 @@ class Session:
         KeyboardInterrupt the same way.  ``run_options``: serialized
         RunOptions.
         """
-        keys, values = _expand_feeds(feed_dict)
-        with self._in_flight():
-            plan = _RunPlan(self, fetches, keys)
+        keys, values = expand_feeds(feed_dict)
+        self._enter_run()
+        try:
+            plan = self._plan(fetches, keys)
             return self._execute(plan, values, run_options, timeout)
+        finally:
+            self._leave_run()
 
     def make_callable(self, fetches: Any, feed_list: Sequence[Any] = ()) -> Callable[..., Any]:
         """A function running ``fetches`` with ``feed_list``'s tensors fed by
         its positional arguments, as TF's ``Session.make_callable``: what
         ``run`` works out from its arguments (the fetch structure, the fed
-        and fetched tensors) is worked out once, so a loop that runs the same
-        step many times pays less per run.  The function also takes
-        ``run_options=`` and ``timeout=`` as ``run`` does, and may be called
-        from several threads."""
-        with self._in_flight():
-            plan = _RunPlan(self, fetches, list(feed_list))
-        n = len(plan.feed_outputs)
+        and fetched tensors, how a numpy array of a fed tensor's dtype and
+        static shape becomes a TF_Tensor) is worked out once, so a loop that
+        runs the same step many times pays less per run.  The function also
+        takes ``run_options=`` and ``timeout=`` as ``run`` does, and may be
+        called from several threads."""
+        self._enter_run()
+        try:
+            plan = self._plan(fetches, list(feed_list))
+        finally:
+            self._leave_run()
+        n = plan.n_in
+        enter, leave = self._enter_run, self._leave_run
 
         def call(*values: Any, run_options: Optional[bytes] = None, timeout: Optional[float] = None) -> Any:
             if len(values) != n:
                 raise TypeError(f"this callable feeds {n} tensor(s) "
                                 f"({', '.join(t.name for t in plan.feed_outputs) or 'none'}), got {len(values)} "
                                 "value(s)")
-            with self._in_flight():
+            enter()
+            try:
                 return self._execute(plan, values, run_options, timeout)
+            finally:
+                leave()
         return call
 
-    @contextlib.contextmanager
-    def _in_flight(self) -> Iterator[None]:
-        """Count a run in flight (close() waits for it); refuse it once closed."""
+    def _plan(self, fetches: Any, feed_keys: list) -> RunPlan:
+        """The RunPlan of ``fetches`` and ``feed_keys``: worked out once for the
+        plain cases (``plan_key``), as a loop calling ``run`` with the same
+        fetches and feeds would otherwise redo it each time."""
+        key = plan_key(fetches, feed_keys)
+        if key is None:
+            return RunPlan(self, fetches, feed_keys)
+        with self._plans_lock:
+            plan = self._plans.get(key)
+        if plan is None:
+            plan = RunPlan(self, fetches, feed_keys)
+            with self._plans_lock:
+                if len(self._plans) >= _PLANS_KEPT:
+                    del self._plans[next(iter(self._plans))]
+                self._plans[key] = plan
+        return plan
+
+    def _enter_run(self) -> None:
+        """Count a run in flight (close() waits for it); refuse it once closed.
+        Every call is paired with a _leave_run (try/finally)."""
         with self._runs_lock:
             if self._closed:
                 raise RuntimeError("attempted to use a closed Session")
             self._runs_in_flight += 1
-        try:
-            yield
-        finally:
-            with self._runs_lock:
-                self._runs_in_flight -= 1
-                if not self._runs_in_flight:
-                    self._runs_lock.notify_all()
 
-    def _execute(self, plan: "_RunPlan", values: Iterable[Any], run_options: Optional[bytes],
+    def _leave_run(self) -> None:
+        with self._runs_lock:
+            self._runs_in_flight -= 1
+            # Only close() waits, and only once it has set _closed (under this lock).
+            if not self._runs_in_flight and self._closed:
+                self._runs_over.notify_all()
+
+    def _execute(self, plan: RunPlan, values: Iterable[Any], run_options: Optional[bytes],
                  timeout: Optional[float]) -> Any:
-        n_in, n_out, n_tg = len(plan.feed_outputs), len(plan.run_outputs), len(plan.fetch.targets)
+        n_in, n_out, n_tg = plan.n_in, plan.n_out, plan.n_tg
         c_in_vals = ffi.new(C.tensor_ptr_array, n_in or 1)
         held = []
-        for i, (value, out, target) in enumerate(zip(values, plan.feed_outputs, plan.feed_targets)):
-            if isinstance(value, Tensor):
-                t = self._check_tensor_feed(value, out, target)
+        for i, value in enumerate(values):
+            spec = plan.feed_specs[i]
+            if (spec is not None and type(value) is np.ndarray and value.dtype is spec.np_dtype
+                    and value.shape == spec.shape and value.flags.c_contiguous):
+                t = spec.tensor(value)  # fits by construction: no conversion checks to make
+            elif isinstance(value, Tensor):
+                t = self._check_tensor_feed(value, plan.feed_outputs[i], plan.feed_targets[i])
             else:
-                t = Tensor._for_feed(value, out.dtype, target[0], target[1])
+                target = plan.feed_targets[i]
+                t = Tensor._for_feed(value, plan.feed_outputs[i].dtype, target[0], target[1])
             held.append(t)
             c_in_vals[i] = t._ptr
         if not n_out and not n_tg:  # nothing for TensorFlow to run (TF Python does not call it either)
-            return plan.fetch.rebuild([_value_of_feed(held[i]) for _, i in plan.sources])
+            return plan.fetch.rebuild([value_of_feed(held[i]) for _, i in plan.sources])
         c_out_vals = ffi.new(C.tensor_ptr_array, n_out or 1)
-        opts = ffi.NULL
+        opts = raw = ffi.NULL
         if timeout is not None:
             if timeout <= 0:
                 raise ValueError(f"Session.run: timeout must be positive seconds, got {timeout!r}")
             # A TF deadline needs a thread that waits for the run: never the caller's own.
             run_options = (run_options or b"") + pb.field_varint(_RUN_OPTIONS_TIMEOUT_IN_MS,
                                                                  max(1, round(timeout * 1000)))
-        elif not run_options and not self._julia_thread and self._graph_is_small():
-            run_options = _CALLER_THREAD_RUN_OPTIONS
+        elif (not run_options and not self._julia_thread and self._scan_count <= self._inline_limit
+              and self._graph_is_small()):
+            opts = _CALLER_THREAD_OPTS
         if run_options:
             opts = ffi.new(C.buffer_ptr)
             raw = ffi.new(C.char_array, run_options)
@@ -394,35 +288,51 @@ class Session:
         args = (self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
                 ffi.NULL, s.ptr)
         if self._runner is not None:
-            self._reap_detached(wait=False)
-            abandoned = self._runner.run(*args, timeout=_timeout_of(run_options))
-            if abandoned is not None:
-                why, handle = abandoned
-                # The run will still write its status: this thread needs another one.
-                forget_thread_status(s)
-                # Still going on Julia's thread: everything it uses stays alive until it is over.
-                with self._runs_lock:
-                    self._detached.append((handle, (args, held, plan, raw if run_options else None, s),
-                                           c_out_vals, n_out))
-                if why == "deadline":
-                    raise DeadlineExceededError(f"Session.run: deadline of {_timeout_of(run_options):g} s exceeded; "
-                                                "its Julia ops were abandoned and their outputs are discarded")
-                raise_pending_signals()
-                raise CancelledError("Session.run was interrupted (bridge.julia.interrupt or Ctrl-C); its Julia "
-                                     "ops were abandoned and their outputs are discarded")
+            self._run_on_julia_thread(args, held, plan, raw, s, c_out_vals, n_out, run_options)
         else:
             lib.TF_SessionRun(*args)
         code = lib.TF_GetCode(s.ptr)
-        if self._closed and code == CancelledError.code:  # close() cancelled this run
-            lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
-            raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
-        if code == CancelledError.code and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(errors="replace"):
-            raise_pending_signals()
-        check(s)
-        got = [_value(c_out_vals[i]) for i in range(n_out)]
-        if len(got) != len(plan.sources):
-            got = [_value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
+        if code:
+            if self._closed and code == CancelledError.code:  # close() cancelled this run
+                lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
+                raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
+            if code == CancelledError.code and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(
+                    errors="replace"):
+                raise_pending_signals()
+            check(s)
+        got = []
+        try:
+            for i in range(n_out):
+                got.append(fetched(c_out_vals[i]))
+        except BaseException:
+            for i in range(len(got) + 1, n_out):  # not converted yet: nobody else frees them
+                lib.TF_DeleteTensor(c_out_vals[i])
+            raise
+        if n_out != len(plan.sources):
+            got = [value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
         return plan.fetch.rebuild(got)
+
+    def _run_on_julia_thread(self, args: tuple, held: list, plan: RunPlan, raw: Any, s: Status, c_out_vals: Any,
+                             n_out: int, run_options: Optional[bytes]) -> None:
+        """TF_SessionRun(*args) on Julia's thread (a julia_thread session); a
+        run abandoned there (deadline, interrupt) raises, its arguments kept
+        alive until it is over."""
+        self._reap_detached(wait=False)
+        abandoned = self._runner.run(*args, timeout=_timeout_of(run_options))
+        if abandoned is None:
+            return
+        why, handle = abandoned
+        # The run will still write its status: this thread needs another one.
+        forget_thread_status(s)
+        # Still going on Julia's thread: everything it uses stays alive until it is over.
+        with self._runs_lock:
+            self._detached.append((handle, (args, held, plan, raw, s), c_out_vals, n_out))
+        if why == "deadline":
+            raise DeadlineExceededError(f"Session.run: deadline of {_timeout_of(run_options):g} s exceeded; "
+                                        "its Julia ops were abandoned and their outputs are discarded")
+        raise_pending_signals()
+        raise CancelledError("Session.run was interrupted (bridge.julia.interrupt or Ctrl-C); its Julia "
+                             "ops were abandoned and their outputs are discarded")
 
     def _feed_target(self, out: Output) -> tuple:
         """How conversion errors name the fed tensor ``out``, the shape a value
@@ -472,7 +382,7 @@ class Session:
         limit = self._inline_limit
         if self._scan_count > limit:
             return False
-        pos = ffi.new("size_t*", self._scan_pos)
+        pos = ffi.new(_SIZE_T_PTR, self._scan_pos)
         count = self._scan_count
         while count <= limit and lib.TF_GraphNextOperation(self.graph._ptr, pos) != ffi.NULL:
             count += 1
@@ -497,7 +407,7 @@ class Session:
         lib.TF_CloseSession(self._ptr, s.ptr)
         with self._runs_lock:
             while self._runs_in_flight:
-                self._runs_lock.wait()
+                self._runs_over.wait()
         self._reap_detached(wait=True)
         lib.TF_DeleteSession(self._ptr, s.ptr)
         check(s, "closing session")

@@ -4,8 +4,11 @@ TensorFlow's ``tf.contrib.opt.ScipyOptimizerInterface`` workflow (and
 ADCME's ``BFGS!``): the trained Variables are packed into one float64
 vector ``x``; each evaluation of the loss and its gradient at ``x`` is ONE
 ``Session.run`` that feeds ``x`` (cast to each variable's dtype) in place
-of the variables' reads and fetches ``[loss, packed gradient]``; at the end
-one more run assigns the optimum to the Variables.
+of the variables' reads and fetches the loss and the packed gradient (as one
+float64 vector where the loss is known to be a scalar).  A first small run
+reads the starting point from the variables; its evaluation is the method's
+first (and the callback's iteration 0); at the end one more run assigns the
+optimum to the Variables, unless they hold it already.
 
 How ``x`` reaches the loss: every ``ReadVariableOp`` of a trained variable
 that the loss (or its gradient) depends on is fed, as TensorFlow's
@@ -26,9 +29,13 @@ whose loss and gradient were finite.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
-
+import functools
+import inspect
+import math
+import sys
+import time
 import warnings
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -54,8 +61,13 @@ _NEW_CALLBACK = frozenset({"nelder-mead", "powell", "cg", "bfgs", "newton-cg", "
 # Ops that take a variable's handle without reading its value.
 _NO_VALUE_READ = frozenset({"VariableShape", "VarIsInitializedOp", "Identity"})
 _RECENT = 8  # evaluated points remembered, to find the loss at scipy's iterates
+_RESULT_SIGNATURE = inspect.Signature([inspect.Parameter("intermediate_result",
+                                                         inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+_FLOAT64 = np.dtype(np.float64)
+PROGRESS_SECONDS = 1.0  # verbose=True off a terminal: at most one line per this many seconds
 
 
+@functools.lru_cache(maxsize=None)
 def _scipy_passes_results() -> bool:
     """Whether callbacks may take ``intermediate_result`` (scipy 1.11 on)."""
     import scipy
@@ -100,10 +112,15 @@ class ScipyOptimizer:
     Nelder-Mead, COBYLA, COBYQA).  ``options``: scipy's ``options`` dict
     (``maxiter``, ``gtol``, ...).
 
+    ``verbose``: progress on stderr: True shows a tqdm bar on a terminal,
+    else a line for the starting point, at most one a second, and one at the
+    end; a number N, a line every N iterations and one at the end.
+
     ``minimize(session, feed_dict=None, callback=None)`` returns scipy's
-    ``OptimizeResult``.  ``history`` holds the loss after each iteration,
-    ``evaluations`` the runs of the loss (and gradient) in the last call,
-    ``hessp_evaluations`` its Hessian-vector products.
+    ``OptimizeResult``.  ``history`` holds the loss at the starting point
+    (``history[0]``) and after each iteration, ``evaluations`` the
+    evaluations of the loss (and gradient) in the last call, the starting
+    point's included, ``hessp_evaluations`` its Hessian-vector products.
 
     A NaN or infinite loss, gradient or Hessian-vector product stops the
     minimization (see the module doc): ``success`` False, ``status`` 98,
@@ -116,7 +133,7 @@ class ScipyOptimizer:
     def __init__(self, loss: Output, var_list: Optional[Sequence[Variable]] = None,
                  method: Union[str, Callable] = "L-BFGS-B",
                  var_to_bounds: Optional[dict] = None, options: Optional[dict] = None,
-                 name: str = "ScipyOptimizer"):
+                 name: str = "ScipyOptimizer", verbose: Union[bool, int] = False):
         if not isinstance(loss, Output):
             raise TypeError(f"ScipyOptimizer: loss must be an Output, got {type(loss).__name__}")
         if not loss.dtype.is_floating:
@@ -135,6 +152,10 @@ class ScipyOptimizer:
             raise ValueError(f"ScipyOptimizer: unknown method {method!r} (scipy.optimize.minimize's methods: "
                              f"{', '.join(sorted(_USES_JAC | _GRADIENT_FREE))}, or a callable)")
         self.options = dict(options or {})
+        if not isinstance(verbose, (bool, int)) or verbose < 0:
+            raise ValueError(f"ScipyOptimizer: verbose must be True, False or a number of iterations >= 0, "
+                             f"got {verbose!r}")
+        self.verbose = verbose
         self.var_list = self._check_vars(var_list)
         self._sizes = [int(np.prod(tuple(v.shape), dtype=np.int64)) for v in self.var_list]
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(int)
@@ -278,6 +299,19 @@ class ScipyOptimizer:
             with g.control_dependencies([a for a, o in zip(assigns, others) if o]):
                 self._assign_some = ops.no_op(name="assign_unfed")
         self._fetch = [self.loss] if self._grad is None else [self.loss, self._grad]
+        # Loss and gradient as one float64 vector: one fetch to convert, not two.
+        # Only where the loss is known to be a scalar (else its check at run time).
+        self._fused = None
+        if self._grad is not None and not self.loss.shape.unknown_rank:
+            with g.name_scope("loss_and_gradient"):
+                head = self.loss if self.loss.dtype == dtypes.float64 else ops.cast(self.loss, DstT=dtypes.float64)
+                self._fused = ops.concat_v2([ops.reshape(head, [1]), self._grad], 0, name="packed")
+        # What _read_values feeds: per variable read, x's slice as its shape and dtype.
+        parts = [(int(off), int(off + size), tuple(int(d) for d in v.shape),
+                  None if v.dtype == dtypes.float64 else v.dtype.as_numpy_dtype, len(reads))
+                 for v, reads, off, size in zip(self.var_list, self._reads, self._offsets, self._sizes) if reads]
+        whole = len(parts) == 1 and parts[0][2:] == ((self.size,), None, 1)
+        self._feed_parts = None if whole else parts
         with g.name_scope("initial"):
             # Reads of their own: the ones the loss uses are fed during the minimization.
             self._initial = self._pack([v.read_value() for v in self.var_list], "x0")
@@ -321,16 +355,17 @@ class ScipyOptimizer:
 
     # --- running --------------------------------------------------------------
 
-    def _read_values(self, x: np.ndarray) -> list:
+    def _read_values(self, x: np.ndarray) -> Sequence[np.ndarray]:
         """The value fed to each read of ``_reads`` (in order) for the point ``x``."""
+        parts = self._feed_parts
+        if parts is None:  # one float64 vector variable, read once: x itself
+            return (x,)
         values = []
-        for v, reads, off, size in zip(self.var_list, self._reads, self._offsets, self._sizes):
-            if not reads:
-                continue
-            value = x[off:off + size].reshape(tuple(v.shape))
-            if v.dtype != dtypes.float64:
-                value = value.astype(v.dtype.as_numpy_dtype)
-            values.extend([value] * len(reads))
+        for off, end, shape, np_dtype, count in parts:
+            value = x[off:end].reshape(shape)
+            if np_dtype is not None:
+                value = value.astype(np_dtype)
+            values.extend([value] * count)
         return values
 
     def initial_point(self, session: Any) -> np.ndarray:
@@ -343,21 +378,28 @@ class ScipyOptimizer:
         the Variables hold the optimum (``result.x``).
 
         ``feed_dict`` is added to every run (the data of the loss).
-        ``callback(iteration, loss)`` is called after each iteration of the
-        method (``iteration`` counts from 0: ``history[iteration] == loss``);
-        returning True stops the minimization (``result.success`` False).
-        Returns scipy's ``OptimizeResult``; Session.run calls: one for the
-        starting point, one per evaluation (``evaluations``; two for
-        variables in ``assigns_first``), one per Hessian-vector product and
-        one to assign the optimum.
+        ``callback(iteration, loss)`` is called first with the starting point
+        (iteration 0, the loss at the variables' values), then after each
+        iteration of the method (``history[iteration] == loss``); returning
+        True stops the minimization (``result.success`` False).  Returns
+        scipy's ``OptimizeResult``.
+
+        The starting point is the variables' values, clipped into the bounds
+        (as scipy's bounded methods clip it).  Session.run calls: one to read
+        it, one per evaluation (``evaluations``; the starting point's is the
+        method's first; two per evaluation for variables in
+        ``assigns_first``), one per Hessian-vector product, and one to assign
+        the optimum unless the Variables hold it already (say, it is the
+        start).
 
         A NaN or infinite loss, gradient or Hessian-vector product stops the
         minimization there, with a ``RuntimeWarning``: the result has
         ``success`` False, ``status`` 98, ``nonfinite`` (which value), a
-        ``message`` naming the evaluation (counting from 1) and the iteration
-        (counting from 0, as ``history``) it happened in, and ``x``/``fun``
-        the best point seen whose loss and gradient were finite, which the
-        Variables then hold (their starting values if no point was finite).
+        ``message`` naming the evaluation (counting from 1: the starting
+        point) and the iteration it happened in (numbered as ``history``),
+        and ``x``/``fun`` the best point seen whose loss and gradient were
+        finite, which the Variables then hold (their starting values if no
+        point was finite).
         """
         from scipy.optimize import OptimizeResult
         from scipy.optimize import minimize as scipy_minimize
@@ -365,113 +407,61 @@ class ScipyOptimizer:
         if getattr(session, "graph", None) is not self.graph:
             raise ValueError("ScipyOptimizer.minimize: session runs another graph than loss "
                              f"'{self.loss.name}'")
-        base = dict(feed_dict or {})
-        # Every evaluation runs the same fetches and feeds: work that out once.
-        fed = list(base) + [r for reads in self._reads for r in reads]
-        base_values = list(base.values())
-        run_fetch = session.make_callable(self._fetch, fed)
-        run_hessp = session.make_callable(self._hessp, fed + [self._vector]) if self._hessp is not None else None
         self.history = []
         self.evaluations = 0
         self.hessp_evaluations = 0
-        recent: dict[bytes, float] = {}
-        # The best point whose loss (and gradient) were finite: (loss, x, evaluation).
-        best: list = [np.inf, None, 0]
-
-        def evaluate(x: np.ndarray) -> Any:
-            if self._assign_some is not None:
-                session.run(self._assign_some, {self._x: x})
-            values = run_fetch(*base_values, *self._read_values(x))
-            self.evaluations += 1
-            loss = np.asarray(values[0])
-            if loss.ndim:
-                raise ValueError(f"ScipyOptimizer: loss '{self.loss.name}' must be a scalar, evaluated to shape "
-                                 f"{loss.shape}")
-            f = float(loss)
-            if not np.isfinite(f):
-                raise _NonFinite("loss", f"{f}")
-            grad = None if self._grad is None else np.array(values[1], dtype=np.float64)
-            if grad is not None and not np.all(np.isfinite(grad)):
-                raise _NonFinite("gradient", self._where_not_finite(grad))
-            if f < best[0]:
-                best[:] = [f, np.array(x, dtype=np.float64), self.evaluations]
-            if len(recent) >= _RECENT:
-                del recent[next(iter(recent))]
-            recent[x.tobytes()] = f
-            return f if grad is None else (f, grad)
-
-        def hessp(x: np.ndarray, p: np.ndarray) -> np.ndarray:
-            if self._assign_some is not None:
-                session.run(self._assign_some, {self._x: x})
-            self.hessp_evaluations += 1
-            product = np.array(run_hessp(*base_values, *self._read_values(x), np.asarray(p, dtype=np.float64)),
-                               dtype=np.float64)
-            if not np.all(np.isfinite(product)):
-                raise _NonFinite("Hessian-vector product", self._where_not_finite(product))
-            return product
-
-        def loss_at(x: np.ndarray) -> float:
-            f = recent.get(np.asarray(x, dtype=np.float64).tobytes())
-            if f is None:  # an iterate the method never evaluated: one more run
-                out = evaluate(np.asarray(x, dtype=np.float64).copy())
-                f = out if self._grad is None else out[0]
-            return f
-
-        def after_iteration(f: float) -> bool:
-            self.history.append(f)
-            return bool(callback is not None and callback(len(self.history) - 1, f))
-
+        run = _Minimization(self, session, dict(feed_dict or {}), callback)
         new_style = self._method in _NEW_CALLBACK and _scipy_passes_results()
-
-        def on_result(intermediate_result):
-            fun = intermediate_result.get("fun")
-            f = float(fun) if fun is not None and np.ndim(fun) == 0 else loss_at(intermediate_result.x)
-            if after_iteration(f):
-                raise StopIteration
-
-        def on_x(xk, *state):  # trust-constr before scipy 1.11 adds its state
-            f = loss_at(xk)
-            if after_iteration(f):
-                raise _Stopped(np.array(xk, dtype=np.float64), f)
-
-        x0 = self.initial_point(session)
-        kwargs: dict = {"method": self.method, "callback": on_result if new_style else on_x,
+        kwargs: dict = {"method": self.method, "callback": run.result_callback() if new_style else run.on_x,
                         "options": dict(self.options)}
         if self._grad is not None:
             kwargs["jac"] = True
         if self._hessp is not None:
-            kwargs["hessp"] = hessp
+            kwargs["hessp"] = run.hessp
         if self.bounds is not None:
             kwargs["bounds"] = self.bounds
         try:
-            result = scipy_minimize(evaluate, x0, **kwargs)
-        except _Stopped as stop:
-            result = OptimizeResult(x=stop.args[0], fun=stop.args[1], success=False, status=STATUS_STOPPED,
-                                    message="callback asked to stop", nit=len(self.history),
-                                    nfev=self.evaluations)
-        except _NonFinite as stop:
-            what, detail = stop.args
-            iteration = len(self.history)
-            where = (f"at evaluation {self.evaluations} (the starting point)"
-                     if what != "Hessian-vector product" and self.evaluations == 1 else
-                     f"at evaluation {self.evaluations}, in iteration {iteration}"
-                     if what != "Hessian-vector product" else
-                     f"at Hessian-vector product {self.hessp_evaluations}, in iteration {iteration}")
-            if best[1] is None:
-                x_best, f_best = x0, float("nan")
-                kept = "no point had a finite loss and gradient: the variables keep their starting values"
-            else:
-                x_best, f_best = best[1], best[0]
-                kept = (f"the variables hold the best finite point seen: loss {f_best:.6g}, "
-                        f"evaluation {best[2]}")
-            message = (f"ScipyOptimizer ({self.method}): the {what} of '{self.loss.name}' is not finite "
-                       f"({detail}) {where}; stopped there, {kept}")
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
-            result = OptimizeResult(x=x_best, fun=f_best, success=False, status=STATUS_NON_FINITE,
-                                    message=message, nonfinite=what, nit=iteration, nfev=self.evaluations,
-                                    nhev=self.hessp_evaluations)
-        session.run(self._assign_all, {self._x: np.asarray(result.x, dtype=np.float64)})
+            try:
+                x0 = run.start()
+                result = scipy_minimize(run.evaluate, x0, **kwargs)
+            except _Stopped as stop:
+                result = OptimizeResult(x=stop.args[0], fun=stop.args[1], success=False, status=STATUS_STOPPED,
+                                        message="callback asked to stop", nit=max(len(self.history) - 1, 0),
+                                        nfev=self.evaluations)
+            except _NonFinite as stop:
+                result = self._non_finite_result(stop, run)
+            run.finish(result.x)
+        except BaseException as exc:
+            run.progress.close(None, exc)
+            raise
+        run.progress.close(result, None)
         return result
+
+    def _non_finite_result(self, stop: "_NonFinite", run: "_Minimization") -> Any:
+        """The result (and RuntimeWarning) when a non-finite value stopped the minimization."""
+        from scipy.optimize import OptimizeResult
+
+        what, detail = stop.args
+        iteration = len(self.history)  # the one under way: history[iteration] would be its loss
+        where = (f"at evaluation {self.evaluations} (the starting point)"
+                 if what != "Hessian-vector product" and self.evaluations == 1 else
+                 f"at evaluation {self.evaluations}, in iteration {iteration}"
+                 if what != "Hessian-vector product" else
+                 f"at Hessian-vector product {self.hessp_evaluations}, in iteration {iteration}")
+        best_f, best_x, best_evaluation = run.best
+        if best_x is None:
+            x_best, f_best = run.x0, float("nan")
+            kept = "no point had a finite loss and gradient: the variables keep their starting values"
+        else:
+            x_best, f_best = np.frombuffer(best_x, np.float64).copy(), best_f
+            kept = (f"the variables hold the best finite point seen: loss {f_best:.6g}, "
+                    f"evaluation {best_evaluation}")
+        message = (f"ScipyOptimizer ({self.method}): the {what} of '{self.loss.name}' is not finite "
+                   f"({detail}) {where}; stopped there, {kept}")
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        return OptimizeResult(x=x_best, fun=f_best, success=False, status=STATUS_NON_FINITE,
+                              message=message, nonfinite=what, nit=max(iteration - 1, 0), nfev=self.evaluations,
+                              nhev=self.hessp_evaluations)
 
     def _where_not_finite(self, vector: np.ndarray) -> str:
         """'nan in 3 of 10 entries, first in variable 'w' at index (1, 0)'."""
@@ -486,3 +476,223 @@ class ScipyOptimizer:
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.var_list)
         return f"<bridge.train.ScipyOptimizer method={self.method!r} loss='{self.loss.name}' vars=[{names}]>"
+
+
+class _Minimization:
+    """One call of ``minimize``: the runs it makes (worked out once), the
+    best finite point, the loss at recent points, and the progress shown."""
+
+    def __init__(self, opt: ScipyOptimizer, session: Any, feed_dict: dict, callback: Optional[Callable]):
+        self.opt, self.session, self.callback = opt, session, callback
+        self.base_values = list(feed_dict.values())
+        self.feed_dict = feed_dict
+        # Every evaluation runs the same fetches and feeds: one callable each.
+        fed = list(feed_dict) + [r for reads in opt._reads for r in reads]
+        self.fused = opt._fused is not None
+        self.run_fetch = session.make_callable(opt._fused if self.fused else opt._fetch, fed)
+        self.run_hessp = (session.make_callable(opt._hessp, fed + [opt._vector]) if opt._hessp is not None
+                          else None)
+        self.best: list = [np.inf, None, 0]  # the best finite point: loss, x's float64 bytes, evaluation
+        # The loss at recent points, for callbacks that pass the iterate but not
+        # its loss (scipy's old style; every method's intermediate_result has it).
+        self.recent: Optional[dict[bytes, float]] = (
+            None if opt._method in _NEW_CALLBACK and _scipy_passes_results() else {})
+        self.x0: Optional[np.ndarray] = None
+        self.start_value: Optional[tuple] = None  # (x0's bytes, what evaluate returns there), used once
+        self.held: Optional[bytes] = None  # the point the Variables hold, where known
+        options = opt.options
+        self.progress = _Progress(f"ScipyOptimizer ({opt.method})", opt.verbose, options.get("maxiter"), opt)
+
+    def start(self) -> np.ndarray:
+        """Read the starting point from the variables (one small run), clipped
+        into the bounds as scipy's bounded methods clip it, and evaluate it
+        (the method's first evaluation, kept for it); report it as iteration
+        0.  Returns the starting point.
+
+        The evaluation is an ordinary fed one rather than part of the reading
+        run: a run of other fetches is another executor in TensorFlow, with
+        its own copy of the graph's constants (a loss's data), and switching
+        between two of them costs a pass over that data from memory."""
+        opt = self.opt
+        self.x0 = x0 = np.array(self.session.run(opt._initial), dtype=np.float64)
+        self.held = x0.tobytes()
+        if opt.bounds is not None:
+            x0 = np.clip(x0, opt.bounds.lb, opt.bounds.ub)
+        if x0.tobytes() != self.held and opt._assign_some is not None:
+            self.session.run(opt._assign_some, {opt._x: x0})
+            self.held = x0.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
+        out = self._evaluated(x0, self.run_fetch(*self.base_values, *opt._read_values(x0)))
+        self.start_value = (x0.tobytes(), out)
+        self.after_iteration(out if opt._grad is None else out[0], x0)
+        return x0
+
+    def evaluate(self, x: np.ndarray) -> Any:
+        """scipy's objective: the loss (and gradient) at ``x``, one run."""
+        opt = self.opt
+        if self.start_value is not None:
+            start, self.start_value = self.start_value, None
+            if x.tobytes() == start[0]:  # the method starts where start() evaluated
+                return start[1]
+        if opt._assign_some is not None:
+            self.session.run(opt._assign_some, {opt._x: x})
+            self.held = x.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
+        return self._evaluated(x, self.run_fetch(*self.base_values, *opt._read_values(x)))
+
+    def _evaluated(self, x: np.ndarray, values: Any) -> Any:
+        """What ``evaluate`` returns for the fetched ``values`` at ``x``;
+        counts the evaluation, raises _NonFinite, keeps the best point."""
+        opt = self.opt
+        opt.evaluations += 1
+        if self.fused:  # one float64 vector: [loss, gradient...]
+            f = values.item(0)
+            # The sum of squares is finite only if every entry is (or, rarely, overflows: then look closer).
+            if not math.isfinite(values.dot(values)):
+                if not math.isfinite(f):
+                    raise _NonFinite("loss", f"{f}")
+                if not np.all(np.isfinite(values[1:])):
+                    raise _NonFinite("gradient", opt._where_not_finite(values[1:]))
+            grad = values[1:].copy()  # writable, as scipy's methods may expect
+        else:
+            loss = np.asarray(values[0])
+            if loss.ndim:
+                raise ValueError(f"ScipyOptimizer: loss '{opt.loss.name}' must be a scalar, evaluated to shape "
+                                 f"{loss.shape}")
+            f = float(loss)
+            if not math.isfinite(f):
+                raise _NonFinite("loss", f"{f}")
+            grad = None if opt._grad is None else np.array(values[1], dtype=np.float64)
+            if grad is not None and not np.all(np.isfinite(grad)):
+                raise _NonFinite("gradient", opt._where_not_finite(grad))
+        best = self.best
+        if f < best[0]:  # x's bytes: a method may change its array later (Nelder-Mead's simplex)
+            best[0], best[2] = f, opt.evaluations
+            best[1] = x.tobytes() if type(x) is np.ndarray and x.dtype == _FLOAT64 else \
+                np.array(x, dtype=np.float64).tobytes()
+        recent = self.recent
+        if recent is not None:
+            if len(recent) >= _RECENT:
+                del recent[next(iter(recent))]
+            recent[x.tobytes()] = f
+        return f if grad is None else (f, grad)
+
+    def hessp(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        opt = self.opt
+        if opt._assign_some is not None:
+            self.session.run(opt._assign_some, {opt._x: x})
+            self.held = x.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
+        opt.hessp_evaluations += 1
+        product = np.array(self.run_hessp(*self.base_values, *opt._read_values(x), np.asarray(p, dtype=np.float64)),
+                           dtype=np.float64)
+        if not np.all(np.isfinite(product)):
+            raise _NonFinite("Hessian-vector product", opt._where_not_finite(product))
+        return product
+
+    def loss_at(self, x: np.ndarray) -> float:
+        f = None if self.recent is None else self.recent.get(np.asarray(x, dtype=np.float64).tobytes())
+        if f is None:  # an iterate the method never evaluated: one more run
+            out = self.evaluate(np.asarray(x, dtype=np.float64).copy())
+            f = out if self.opt._grad is None else out[0]
+        return f
+
+    def after_iteration(self, f: float, x: np.ndarray) -> None:
+        """Record iteration ``len(history)``'s loss; the callback may stop here
+        (_Stopped at ``x``; scipy's callbacks turn it into StopIteration)."""
+        history = self.opt.history
+        history.append(f)
+        if self.progress.on:
+            self.progress.iteration(len(history) - 1, f, self.opt.evaluations)
+        if self.callback is not None and self.callback(len(history) - 1, f):
+            raise _Stopped(np.array(x, dtype=np.float64), f)
+
+    def on_result(self, intermediate_result) -> None:
+        fun = intermediate_result.get("fun")
+        if type(fun) is float or isinstance(fun, np.floating):  # what scipy's methods pass: no more to check
+            f = float(fun)
+        else:
+            f = float(fun) if fun is not None and np.ndim(fun) == 0 else self.loss_at(intermediate_result.x)
+        try:
+            self.after_iteration(f, intermediate_result.x)
+        except _Stopped:
+            raise StopIteration from None
+
+    def result_callback(self) -> Callable:
+        """``on_result`` for scipy, as a function that carries its signature:
+        scipy reads it (inspect.signature) at every minimize to see that it
+        takes ``intermediate_result``, which costs more on a bound method."""
+        on_result = self.on_result
+
+        def callback(intermediate_result):
+            return on_result(intermediate_result)
+        callback.__signature__ = _RESULT_SIGNATURE
+        return callback
+
+    def on_x(self, xk, *state) -> None:  # trust-constr before scipy 1.11 adds its state
+        self.after_iteration(self.loss_at(xk), xk)
+
+    def finish(self, x: Any) -> None:
+        """Assign ``x`` to the Variables, unless they hold it already."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.tobytes() != self.held:
+            self.session.run(self.opt._assign_all, {self.opt._x: x})
+            self.held = x.tobytes()
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
+        return False
+
+
+class _Progress:
+    """What ``verbose`` shows on stderr.  True: a tqdm bar on a terminal, else
+    a line for the starting point, then at most one every PROGRESS_SECONDS,
+    and one at the end; an int N: a line every N iterations and at the end;
+    False (or 0): nothing."""
+
+    def __init__(self, name: str, verbose: Union[bool, int], maxiter: Optional[int], opt: ScipyOptimizer):
+        self.name, self.opt = name, opt
+        self.on = bool(verbose)
+        self.every = None if verbose is True else int(verbose)
+        self.bar = None
+        self.start = self.last = time.perf_counter()
+        if verbose is True and _stderr_is_terminal():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=maxiter, unit="it", desc=name, file=sys.stderr, dynamic_ncols=True, leave=True)
+
+    def _line(self, text: str) -> None:
+        print(f"{self.name}: {text}", file=sys.stderr, flush=True)
+
+    def iteration(self, k: int, f: float, evaluations: int) -> None:
+        if not self.on:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"loss={f:.6g}", refresh=k == 0)
+            if k:
+                self.bar.update(1)
+            return
+        now = time.perf_counter()
+        if k == 0 or (k % self.every == 0 if self.every else now - self.last >= PROGRESS_SECONDS):
+            self.last = now
+            self._line(f"iteration {k}: loss {f:.9g}, {evaluations} evaluations, {now - self.start:.2f} s")
+
+    def close(self, result: Any, error: Optional[BaseException]) -> None:
+        if not self.on:
+            return
+        if self.bar is not None:
+            if error is not None:
+                self.bar.set_description_str(f"{self.name}: {type(error).__name__}", refresh=False)
+            self.bar.close()
+            if error is not None or result is None:
+                return
+        opt = self.opt
+        iterations = max(len(opt.history) - 1, 0)
+        spent = time.perf_counter() - self.start
+        if error is not None:
+            self._line(f"{type(error).__name__} in iteration {len(opt.history)}, after {opt.evaluations} "
+                       f"evaluations, {spent:.2f} s")
+            return
+        self._line(f"{'done' if result.success else 'stopped'} after {iterations} iterations, "
+                   f"{opt.evaluations} evaluations, {spent:.2f} s: loss {float(result.fun):.9g}; "
+                   f"{result.message}")
