@@ -5,3 +5,4 @@ from .cluster import ClusterSpec, ClusterSpecError, expand_hostlist, slurm_task,
 from .server import Server, ServerError, default_session_config, server_def
 from .placement import GreedyLoadBalancingStrategy, STANDARD_PS_OPS, byte_size_load_fn, replica_device_setter
 from .session import Session, chief_task
+from .replicate import Replicated, average_gradients, replicate
