@@ -134,3 +134,45 @@ def test_a_tower_that_makes_its_own_variables_is_refused():
 
         with pytest.raises(ValueError, match=r"tower 1 created the variables tower_1/v"):
             distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
+
+
+def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tasks(cluster, tmp_path):
+    g, rep, xs, ys, init, global_step = replicated_model(cluster.spec)
+    with g.as_default():
+        saver = train.Saver(sharded=True)
+        plain = train.Saver(name="plain")
+    # One shard per ps task, its SaveV2 and RestoreV2 on that task.
+    assert [device for device, _ in saver.shards] == ["/job:ps/task:0/device:CPU:0", "/job:ps/task:1/device:CPU:0"]
+    assert saver.shards[1][1] == ["b1", "b1/Momentum", "global_step"]
+    devices = {op.name: op.device for op in g.get_operations()}
+    assert devices["save/SaveV2"] == devices["save/RestoreV2"] == "/job:ps/task:0/device:CPU:0"
+    assert devices["save/SaveV2_1"] == devices["save/RestoreV2_1"] == "/job:ps/task:1/device:CPU:0"
+    assert devices["save/MergeV2Checkpoints"] == "/job:ps/task:1/device:CPU:0"
+    names = [v.name for v in bridge.global_variables(g)]
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+        sess.prepare()
+        run_steps(sess, rep, xs, ys, steps=3)
+        # An unsharded checkpoint there first: the sharded save replaces its one data file.
+        plain.save(sess, str(tmp_path / "model.ckpt-3"), write_state=False)
+        assert (tmp_path / "model.ckpt-3.data-00000-of-00001").is_file()
+        prefix = saver.save(sess, str(tmp_path / "model.ckpt"), global_step=global_step)
+        saved = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
+    assert prefix == str(tmp_path / "model.ckpt-3")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint", "model.ckpt-3.data-00000-of-00002", "model.ckpt-3.data-00001-of-00002", "model.ckpt-3.index"]
+    assert [name for name, _ in train.list_variables(prefix)] == sorted(names)
+    # Fresh ps tasks on the same addresses hold nothing; the restore fills them, shard by shard.
+    cluster.kill("ps", 0)
+    cluster.kill("ps", 1)
+    cluster.start("ps", 0)
+    cluster.start("ps", 1)
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+        assert sorted(sess.uninitialized_variables()) == sorted(names)
+        assert sess.prepare(saver=saver, checkpoint_dir=tmp_path) == "restored"
+        restored = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
+        after = run_steps(sess, rep, xs, ys, steps=2, start=3)
+    assert restored.keys() == saved.keys()
+    for name in names:
+        np.testing.assert_array_equal(restored[name], saved[name], err_msg=name)
+    # Training goes on from the checkpoint exactly as without the restart.
+    np.testing.assert_array_equal(after, local_trajectory(5)[3:])
