@@ -1,0 +1,172 @@
+"""Training that survives tasks that die: `train_loop(..., checkpoint_dir=,
+save_every=, max_recoveries=)` on a loopback cluster (ps 0, workers 0 and 1,
+`tfbridge server` processes shared by the module).
+
+A task is killed with SIGKILL during training and restarted; the loop
+reconnects, waits for the cluster, restores the newest checkpoint (into the
+fresh ps too) and goes on.  The training is synchronous and deterministic
+(in-graph replication, feeds a function of the step), so the losses equal
+an uninterrupted run's.  Every server is killed when the module ends, pass
+or fail; every run has a deadline, every recovery a time limit.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import distribute, train
+from bridge.framework.errors import DeadlineExceededError, UnavailableError
+
+from cluster_support import local_cluster
+from test_distribute_train import feed_of, replicated_model
+
+RUN_TIMEOUT = 8.0
+STEPS = 12
+SAVE_EVERY = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster({"ps": 1, "worker": 2}, tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def uninterrupted():
+    """The losses of the same towers trained without a cluster and without faults."""
+    g, rep, xs, ys, init, _ = replicated_model(None)
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        return train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss, feed_dict=lambda s: feed_of(s, xs, ys),
+                                progress=False)
+
+
+class Killer:
+    """Kills a task (SIGKILL) once, after step ``at``, and restarts it ``down`` seconds later in a thread."""
+
+    def __init__(self, cluster, task, at: int, down: float = 0.5, restart: bool = True):
+        self.cluster, self.task, self.at, self.down, self.restart = cluster, task, at, down, restart
+        self.thread = None
+        self.old_pid = cluster.server(*task).pid
+        self.error = None
+
+    def __call__(self, step, loss):
+        if step == self.at and self.thread is None:
+            self.cluster.kill(*self.task)
+            self.thread = threading.Thread(target=self._restart, daemon=True)
+            self.thread.start()
+
+    def _restart(self):
+        time.sleep(self.down)
+        if self.restart:
+            try:
+                self.cluster.start(*self.task)
+            except Exception as exc:  # noqa: BLE001 - reported by the test
+                self.error = exc
+
+    def join(self):
+        if self.thread is not None:
+            self.thread.join(60)
+        assert self.error is None, self.error
+
+
+@pytest.mark.parametrize("task", [("worker", 1), ("ps", 0), ("worker", 0)],
+                         ids=["worker", "ps", "master"])
+def test_training_recovers_from_a_killed_task_and_ends_as_an_uninterrupted_run(cluster, uninterrupted, task,
+                                                                               tmp_path, caplog):
+    """Killed after step 6, restarted 0.5 s later: the step in flight fails
+    (UnavailableError; for the session's own master, DeadlineExceededError at
+    the run's deadline), the loop restores model.ckpt-4 and runs steps 4 to
+    11 again.  Killing the ps loses its variables: they come back from the
+    checkpoint."""
+    g, rep, xs, ys, init, global_step = replicated_model(cluster.spec)
+    killer = Killer(cluster, task, at=6)
+    caplog.set_level(logging.INFO, logger="bridge.train")
+    try:
+        with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+            sess.prepare()
+            t0 = time.monotonic()
+            losses = train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss,
+                                      feed_dict=lambda s: feed_of(s, xs, ys), callback=killer, progress=False,
+                                      checkpoint_dir=tmp_path, save_every=SAVE_EVERY, max_recoveries=2,
+                                      recovery_timeout=60)
+            elapsed = time.monotonic() - t0
+            assert sess.run(global_step) == STEPS
+    finally:
+        killer.join()
+    assert cluster.server(*task).pid != killer.old_pid
+    recoveries = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    assert len(recoveries) == 1, recoveries
+    # The error depends on where the step in flight was when the task died, and
+    # whether it is back: refused connections (UnavailableError), a restarted
+    # master that lost the session (AbortedError), a master that died during
+    # the run (DeadlineExceededError at the run's deadline).
+    assert re.match(r"train_loop: step 7 failed with (UnavailableError|AbortedError|DeadlineExceededError) \(",
+                    recoveries[0]), recoveries
+    assert "recovery 1 of 2: new session, restored model.ckpt-4, resuming at step 4" in recoveries[0], recoveries
+    assert elapsed < 60, elapsed
+    assert len(losses) == STEPS
+    np.testing.assert_allclose(losses[-1], uninterrupted[-1], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(losses, uninterrupted)
+    assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
+
+
+def test_a_task_that_stays_dead_fails_the_run_within_the_recovery_timeout(cluster, tmp_path, caplog):
+    g, rep, xs, ys, init, _ = replicated_model(cluster.spec)
+    killer = Killer(cluster, ("worker", 1), at=1, restart=False)
+    try:
+        with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+            sess.prepare()
+            t0 = time.monotonic()
+            with pytest.raises((UnavailableError, DeadlineExceededError)) as info:
+                train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss, feed_dict=lambda s: feed_of(s, xs, ys),
+                                 callback=killer, progress=False, checkpoint_dir=tmp_path, save_every=SAVE_EVERY,
+                                 recovery_timeout=3.0)
+            elapsed = time.monotonic() - t0
+    finally:
+        killer.join()
+        cluster.start("worker", 1)
+    assert elapsed < 3.0 + RUN_TIMEOUT + 10, elapsed
+    message = str(info.value)
+    assert "could not recover within 3 s (recovery 1 of 3)" in message, message
+    assert "/job:worker/task:1" in message and "no server is running there" in message, message
+
+
+def test_recoveries_are_bounded(cluster, tmp_path, caplog):
+    """max_recoveries=0: the first failure is raised, with a log line saying so."""
+    g, rep, xs, ys, init, _ = replicated_model(cluster.spec)
+    killer = Killer(cluster, ("worker", 1), at=0, down=0.0)
+    caplog.set_level(logging.INFO, logger="bridge.train")
+    try:
+        with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+            sess.prepare()
+            with pytest.raises(UnavailableError):
+                train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss, feed_dict=lambda s: feed_of(s, xs, ys),
+                                 callback=killer, progress=False, checkpoint_dir=tmp_path, max_recoveries=0)
+    finally:
+        killer.join()
+    assert any("failed with UnavailableError after 0 recoveries: giving up" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_train_loop_resumes_from_the_newest_checkpoint_of_its_folder(uninterrupted, tmp_path):
+    """A client that restarts: the second train_loop starts at the step of the
+    first one's last checkpoint and ends where an uninterrupted run ends."""
+    g, rep, xs, ys, init, _ = replicated_model(None)
+    feed = lambda s: feed_of(s, xs, ys)  # noqa: E731
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        first = train.train_loop(sess, rep.train_op, 5, loss=rep.loss, feed_dict=feed, progress=False,
+                                 checkpoint_dir=tmp_path, save_every=SAVE_EVERY)
+    assert train.latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-5")
+    with bridge.Session(g) as sess:   # fresh variables: never initialized, restored
+        rest = train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss, feed_dict=feed, progress=False,
+                                checkpoint_dir=tmp_path, save_every=SAVE_EVERY)
+    assert len(rest) == STEPS - 5
+    np.testing.assert_array_equal(first + rest, uninterrupted)
