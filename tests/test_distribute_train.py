@@ -136,7 +136,9 @@ def test_a_tower_that_makes_its_own_variables_is_refused():
             distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
 
 
-def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tasks(cluster, tmp_path):
+def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tasks(cluster, tmp_path, monkeypatch):
+    # A relative prefix: the servers' working folder is not this process's, so the Saver feeds absolute paths.
+    monkeypatch.chdir(tmp_path)
     g, rep, xs, ys, init, global_step = replicated_model(cluster.spec)
     with g.as_default():
         saver = train.Saver(sharded=True)
@@ -153,11 +155,11 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
         sess.prepare()
         run_steps(sess, rep, xs, ys, steps=3)
         # An unsharded checkpoint there first: the sharded save replaces its one data file.
-        plain.save(sess, str(tmp_path / "model.ckpt-3"), write_state=False)
+        plain.save(sess, "model.ckpt-3", write_state=False)
         assert (tmp_path / "model.ckpt-3.data-00000-of-00001").is_file()
-        prefix = saver.save(sess, str(tmp_path / "model.ckpt"), global_step=global_step)
+        prefix = saver.save(sess, "model.ckpt", global_step=global_step)
         saved = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
-    assert prefix == str(tmp_path / "model.ckpt-3")
+    assert prefix == "model.ckpt-3"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "checkpoint", "model.ckpt-3.data-00000-of-00002", "model.ckpt-3.data-00001-of-00002", "model.ckpt-3.index"]
     assert [name for name, _ in train.list_variables(prefix)] == sorted(names)
@@ -168,7 +170,7 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
     cluster.start("ps", 1)
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         assert sorted(sess.uninitialized_variables()) == sorted(names)
-        assert sess.prepare(saver=saver, checkpoint_dir=tmp_path) == "restored"
+        assert sess.prepare(saver=saver, checkpoint_dir=".") == "restored"
         restored = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
         after = run_steps(sess, rep, xs, ys, steps=2, start=3)
     assert restored.keys() == saved.keys()
@@ -176,3 +178,150 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
         np.testing.assert_array_equal(restored[name], saved[name], err_msg=name)
     # Training goes on from the checkpoint exactly as without the restart.
     np.testing.assert_array_equal(after, local_trajectory(5)[3:])
+
+
+# --- between-graph training: one client (graph and session) per worker ------------------------------
+
+def worker_graph(spec, task: int, prefix: str, sync_replicas: bool = False):
+    """Worker ``task``'s own graph of a linear regression: the same variables
+    (by name, on the ps tasks; ``prefix`` keeps each test's apart on the
+    module's cluster), its model on its worker."""
+    g = bridge.Graph()
+    with g.as_default(), bridge.device(distribute.replica_device_setter(
+            cluster=spec, worker_device=f"/job:worker/task:{task}")):
+        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name=f"{prefix}_w")
+        b = bridge.Variable(np.zeros(2), name=f"{prefix}_b")
+        global_step = bridge.Variable(np.int64(0), name=f"{prefix}_global_step", trainable=False)
+        x = bridge.placeholder(bridge.float64, [None, 3], name="x")
+        y = bridge.placeholder(bridge.float64, [None, 2], name="y")
+        loss = regression_loss(x, y, w, b)
+        opt = train.GradientDescentOptimizer(0.1)
+        if sync_replicas:
+            opt = train.SyncReplicasOptimizer(opt, replicas_to_aggregate=2, total_num_replicas=2)
+        train_op = opt.minimize(loss, global_step=global_step)
+    return g, x, y, loss, train_op, global_step, opt, (w, b)
+
+
+def regression_loss(x, y, w, b):
+    out = bridge.ops.mat_mul(x, w.value()) + b.value()
+    return bridge.ops.mean((out - y) * (out - y), [0, 1])
+
+
+def regression_feed(x, y, step: int, task: int) -> dict:
+    rng = np.random.default_rng(100 * task + step)
+    data = rng.normal(size=(8, 3))
+    return {x: data, y: data @ np.array([[1.0, -1.0], [0.5, 0.25], [-0.75, 2.0]]) + np.array([0.5, -0.5])}
+
+
+def test_asynchronous_between_graph_training_shares_the_ps_variables(cluster):
+    """Two clients, each its own graph on its own worker, train the variables
+    on the ps at their own pace (TF1's asynchronous data parallelism): every
+    update lands (the global step counts both workers' steps), both see the
+    same values, and the loss falls."""
+    steps = 20
+    graphs = [worker_graph(cluster.spec, task, "async") for task in (0, 1)]
+    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
+                for task in (0, 1)]
+    results, errors = {}, []
+
+    def work(task):
+        g, x, y, loss, train_op, global_step, _, _ = graphs[task]
+        try:
+            sessions[task].prepare(wait_timeout=60)   # the chief initializes, the other waits
+            results[task] = train.train_loop(sessions[task], train_op, steps, loss=loss, progress=False,
+                                             feed_dict=lambda s: regression_feed(x, y, s, task))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    import threading
+    threads = [threading.Thread(target=work, args=(task,)) for task in (1, 0)]   # the waiting worker first
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert all(not t.is_alive() for t in threads)
+        values = [sessions[task].run([v.value() for v in graphs[task][7]] + [graphs[task][5]]) for task in (0, 1)]
+    finally:
+        for sess in sessions:
+            sess.close()
+    assert values[0][2] == values[1][2] == 2 * steps
+    for a, b in zip(values[0][:2], values[1][:2]):
+        np.testing.assert_array_equal(a, b)
+    for task in (0, 1):
+        assert np.all(np.isfinite(results[task])) and np.mean(results[task][-3:]) < 0.5 * results[task][0], results
+
+
+def test_sync_replicas_optimizer_between_graphs_equals_in_graph_replication(cluster):
+    """SyncReplicasOptimizer, two clients: each step the chief's sync thread
+    averages one gradient per worker in the accumulators on the ps and
+    applies it once; the workers wait for its token.  With two replicas and
+    no initial tokens each worker's losses are those of its tower in the
+    same training replicated in one graph."""
+    steps = 6
+    graphs = [worker_graph(cluster.spec, task, "sync", sync_replicas=True) for task in (0, 1)]
+    g0 = graphs[0][0]
+    by_name = {op.name: op for op in g0.get_operations()}
+    assert by_name["sync_replicas/conditional_accumulator"].device == "/job:ps/task:0"      # sync_w's
+    assert by_name["sync_replicas/conditional_accumulator_1"].device == "/job:ps/task:1"    # sync_b's
+    assert by_name["sync_token_q"].device == by_name["sync_global_step"].device == "/job:ps/task:0"
+    assert by_name["sync_rep_local_step"].device == "/job:worker/task:0"
+    assert by_name["sync_replicas/conditional_accumulator"].get_attr("shared_name") == b"sync_w:0/grad_accum"
+    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
+                for task in (0, 1)]
+    hooks = [graphs[task][6].make_session_run_hook(is_chief=task == 0, num_tokens=0) for task in (0, 1)]
+    results, errors = {}, []
+
+    def work(task):
+        g, x, y, loss, train_op, global_step, _, _ = graphs[task]
+        try:
+            sessions[task].prepare(wait_timeout=60)
+            hooks[task].after_create_session(sessions[task])
+            results[task] = train.train_loop(sessions[task], train_op, steps, loss=loss, progress=False,
+                                             feed_dict=lambda s: regression_feed(x, y, s, task))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    import threading
+    threads = [threading.Thread(target=work, args=(task,)) for task in (1, 0)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, (errors, hooks[0].exceptions)
+        assert all(not t.is_alive() for t in threads)
+        final_step = sessions[0].run(graphs[0][5])
+        hooks[0].end(sessions[0])
+        assert hooks[0].exceptions == []
+    finally:
+        for sess in sessions:
+            sess.close()
+    assert final_step == steps
+    # The same two towers, in one graph, run locally.
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name="w")
+        b = bridge.Variable(np.zeros(2), name="b")
+        feeds = []
+
+        def tower(i):
+            x = bridge.placeholder(bridge.float64, [None, 3], name="x")
+            y = bridge.placeholder(bridge.float64, [None, 2], name="y")
+            feeds.append((x, y))
+            return regression_loss(x, y, w, b)
+
+        rep = distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
+        init = bridge.global_variables_initializer()
+    expected = {0: [], 1: []}
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        for s in range(steps):
+            feed = {**regression_feed(*feeds[0], s, 0), **regression_feed(*feeds[1], s, 1)}
+            losses = sess.run(rep.tower_losses + [rep.train_op], feed)[:2]
+            for task in (0, 1):
+                expected[task].append(losses[task])
+    for task in (0, 1):
+        np.testing.assert_allclose(results[task], expected[task], rtol=0, atol=1e-12)
+        assert results[task][-1] < results[task][0]

@@ -202,7 +202,8 @@ class Saver:
         with _in_flight(work):   # before it exists, so that no other thread's clean-up takes it for a leftover
             os.mkdir(work)
             try:
-                sess.run(self._save_tensor, {self._filename: os.path.join(work, _WORK_NAME)})
+                # Absolute: the tasks of a cluster that write shards have working folders of their own.
+                sess.run(self._save_tensor, {self._filename: os.path.abspath(os.path.join(work, _WORK_NAME))})
                 _sync_files(work)
             except BaseException as exc:
                 shutil.rmtree(work, ignore_errors=True)
@@ -287,7 +288,7 @@ class Saver:
                 raise ValueError(f"Saver.restore: '{prefix}' is not a checkpoint (no file {prefix}.index){hint}")
             self._check_index(prefix)
             try:
-                sess.run(self._restore_op, {self._filename: prefix})
+                sess.run(self._restore_op, {self._filename: os.path.abspath(prefix)})
             except errors.OpError as exc:
                 raise type(exc)(f"restoring checkpoint '{prefix}' failed: {exc.message}") from exc
 
