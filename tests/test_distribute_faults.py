@@ -61,9 +61,11 @@ class Killer:
             self.cluster.kill(*self.task)
             self.thread = threading.Thread(target=self._restart, daemon=True)
             self.thread.start()
+            if self.down is None:   # back before the next step starts
+                self.thread.join(60)
 
     def _restart(self):
-        time.sleep(self.down)
+        time.sleep(self.down or 0.0)
         if self.restart:
             try:
                 self.cluster.start(*self.task)
@@ -76,17 +78,17 @@ class Killer:
         assert self.error is None, self.error
 
 
-@pytest.mark.parametrize("task", [("worker", 1), ("ps", 0), ("worker", 0)],
-                         ids=["worker", "ps", "master"])
-def test_training_recovers_from_a_killed_task_and_ends_as_an_uninterrupted_run(cluster, uninterrupted, task,
+@pytest.mark.parametrize("task, down", [(("worker", 1), 0.5), (("ps", 0), 0.5), (("worker", 0), 0.5),
+                                        (("ps", 0), None)],
+                         ids=["worker", "ps", "master", "ps_between_steps"])
+def test_training_recovers_from_a_killed_task_and_ends_as_an_uninterrupted_run(cluster, uninterrupted, task, down,
                                                                                tmp_path, caplog):
-    """Killed after step 6, restarted 0.5 s later: the step in flight fails
-    (UnavailableError; for the session's own master, DeadlineExceededError at
-    the run's deadline), the loop restores model.ckpt-4 and runs steps 4 to
-    11 again.  Killing the ps loses its variables: they come back from the
+    """Killed after step 6, restarted 0.5 s later (or before step 7 starts):
+    step 7 fails, the loop restores model.ckpt-4 and runs steps 4 to 11
+    again.  Killing the ps loses its variables: they come back from the
     checkpoint."""
     g, rep, xs, ys, init, global_step = replicated_model(cluster.spec)
-    killer = Killer(cluster, task, at=6)
+    killer = Killer(cluster, task, at=6, down=down)
     caplog.set_level(logging.INFO, logger="bridge.train")
     try:
         with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
@@ -106,9 +108,10 @@ def test_training_recovers_from_a_killed_task_and_ends_as_an_uninterrupted_run(c
     # The error depends on where the step in flight was when the task died, and
     # whether it is back: refused connections (UnavailableError), a restarted
     # master that lost the session (AbortedError), a master that died during
-    # the run (DeadlineExceededError at the run's deadline).
-    assert re.match(r"train_loop: step 7 failed with (UnavailableError|AbortedError|DeadlineExceededError) \(",
-                    recoveries[0]), recoveries
+    # the run (DeadlineExceededError at the run's deadline), a restarted ps
+    # that lost the variables (FailedPreconditionError: "Could not find variable").
+    assert re.match(r"train_loop: step 7 failed with (UnavailableError|AbortedError|DeadlineExceededError"
+                    r"|FailedPreconditionError) \(", recoveries[0]), recoveries
     assert "recovery 1 of 2: new session, restored model.ckpt-4, resuming at step 4" in recoveries[0], recoveries
     assert elapsed < 60, elapsed
     assert len(losses) == STEPS
@@ -170,3 +173,56 @@ def test_train_loop_resumes_from_the_newest_checkpoint_of_its_folder(uninterrupt
                                 checkpoint_dir=tmp_path, save_every=SAVE_EVERY)
     assert len(rest) == STEPS - 5
     np.testing.assert_array_equal(first + rest, uninterrupted)
+
+
+def test_between_graph_workers_recover_the_chief_restores_the_others_wait(cluster, tmp_path, caplog):
+    """Asynchronous between-graph training, a client per worker, both with the
+    checkpoint folder: only the chief saves; the ps is killed during
+    training and restarted; the chief restores its newest checkpoint into it,
+    the other worker waits for the variables and both finish their steps."""
+    from test_distribute_train import regression_feed, worker_graph
+
+    steps = 16
+    graphs = [worker_graph(cluster.spec, task, "faults_async") for task in (0, 1)]
+    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
+                for task in (0, 1)]
+    assert [sess.is_chief for sess in sessions] == [True, False]
+    killer = Killer(cluster, ("ps", 0), at=4)
+    results, errors = {}, []
+    caplog.set_level(logging.INFO, logger="bridge.train")
+
+    def work(task):
+        g, x, y, loss, train_op, _, _, _ = graphs[task]
+
+        def pace(step, value):   # both workers are still training when the ps dies
+            time.sleep(0.05)
+            if task == 0:
+                killer(step, value)
+
+        try:
+            sessions[task].prepare(wait_timeout=60)
+            results[task] = train.train_loop(sessions[task], train_op, steps, loss=loss, progress=False,
+                                             feed_dict=lambda s: regression_feed(x, y, s, task), callback=pace,
+                                             checkpoint_dir=tmp_path, save_every=3, recovery_timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(task,)) for task in (1, 0)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        killer.join()
+        for sess in sessions:
+            sess.close()
+    assert not errors, errors
+    assert all(not t.is_alive() for t in threads)
+    assert [len(results[task]) for task in (0, 1)] == [steps, steps]
+    assert all(np.all(np.isfinite(results[task])) for task in (0, 1))
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    assert any("new session, restored model.ckpt-3, resuming at step 3" in line for line in lines), lines
+    assert any("new session, the chief's variables are back, resuming at step" in line for line in lines), lines
+    # Only the chief wrote checkpoints: its steps, nothing else.
+    assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{steps}")

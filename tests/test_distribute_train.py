@@ -14,6 +14,8 @@ import pytest
 
 import bridge
 from bridge import distribute, train
+from bridge.framework.errors import FailedPreconditionError
+from bridge.train.recovery import is_recoverable
 
 from cluster_support import local_cluster
 
@@ -170,6 +172,10 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
     cluster.start("ps", 1)
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         assert sorted(sess.uninitialized_variables()) == sorted(names)
+        # What a step reading them says, which train_loop recovers from (by restoring).
+        with pytest.raises(FailedPreconditionError, match="Could not find variable") as info:
+            sess.run(rep.loss, feed_of(0, xs, ys))
+        assert is_recoverable(info.value)
         assert sess.prepare(saver=saver, checkpoint_dir=".") == "restored"
         restored = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
         after = run_steps(sess, rep, xs, ys, steps=2, start=3)

@@ -1,4 +1,4 @@
-"""Distributed TensorFlow: cluster specs, servers, placement and sessions (issue #26)."""
+"""Distributed TensorFlow: cluster specs, servers, placement, sessions and synchronous in-graph replication (issue #26)."""
 from __future__ import annotations
 
 from .cluster import ClusterSpec, ClusterSpecError, expand_hostlist, slurm_task, tf_config_task

@@ -162,6 +162,11 @@ class Session(_Session):
         if inline is not None:
             self._inline_limit = inline
 
+    @property
+    def is_chief(self) -> bool:
+        """Whether this session's task is the chief (:func:`chief_task`)."""
+        return self.task == chief_task(self.cluster)
+
     # --- devices -----------------------------------------------------------------
     def _check_devices(self, graph: Graph) -> set[str]:
         """The tasks (or whole jobs) the graph's devices name, each checked against the cluster."""
@@ -408,7 +413,7 @@ class Session(_Session):
         :func:`chief_task` names) or wait for them (the others): "restored",
         "initialized" or "waited"."""
         if is_chief is None:
-            is_chief = self.task == chief_task(self.cluster)
+            is_chief = self.is_chief
         if is_chief:
             return self.initialize(init_op, saver, checkpoint_dir)
         self.wait_for_variables(wait_timeout)

@@ -13,7 +13,9 @@ import sys
 import time
 from typing import Any, Callable, Optional, Union
 
-from .recovery import RECOVERABLE_ERRORS, Checkpoints
+from bridge.framework.errors import OpError
+
+from .recovery import Checkpoints, is_recoverable
 
 __all__ = ["train_loop"]
 
@@ -94,7 +96,8 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                callback: Optional[Callable[[int, Optional[float]], Any]] = None,
                progress: Optional[bool] = None, log_every: Optional[int] = None,
                checkpoint_dir: Any = None, save_every: Optional[int] = None, saver: Any = None,
-               max_recoveries: int = 3, recovery_timeout: float = 120.0) -> list[Optional[float]]:
+               max_recoveries: int = 3, recovery_timeout: float = 120.0,
+               is_chief: Optional[bool] = None) -> list[Optional[float]]:
     """Run ``train_op`` until step ``steps``; return the loss of each step run.
 
     Each step is one ``session.run([train_op, loss], feed)`` (``train_op``
@@ -122,7 +125,8 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     **Recovery**, with ``checkpoint_dir`` and a session that can reconnect
     (``bridge.distribute.Session``): a step that fails with
     UnavailableError, AbortedError or DeadlineExceededError (a task died,
-    restarted or stalled past the run's deadline) makes the session connect
+    restarted or stalled past the run's deadline), or FailedPreconditionError
+    reading a variable a restarted ps lost, makes the session connect
     anew, wait until its tasks answer (at most ``recovery_timeout`` seconds),
     restore the newest checkpoint (into restarted ps tasks too) and go on
     from its step, the lost steps run again; one warning line on the
@@ -130,6 +134,12 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     them the next such error is raised.  With feeds that are a function of
     the step and a deterministic model, the result equals an uninterrupted
     run's.
+
+    ``is_chief`` (default: the session's ``is_chief``, else True): only the
+    chief saves and restores.  Another worker of between-graph training
+    (its own client) saves nothing; after a failure it reconnects, waits
+    for the chief to restore the variables (``wait_for_variables``) and
+    goes on at its own step.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"train_loop: steps must be a non-negative int, got {steps!r}")
@@ -143,7 +153,9 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     if feed_dict is not None and not isinstance(feed_dict, dict) and not callable(feed_dict):
         raise TypeError(f"train_loop: feed_dict must be a dict or a callable step -> dict, "
                         f"got {type(feed_dict).__name__}")
-    checkpoints = Checkpoints(session, checkpoint_dir, saver) if checkpoint_dir is not None else None
+    if is_chief is None:
+        is_chief = bool(getattr(session, "is_chief", True))
+    checkpoints = Checkpoints(session, checkpoint_dir, saver, is_chief) if checkpoint_dir is not None else None
     first = checkpoints.start(session) if checkpoints is not None else 0
     use_bar = _stderr_is_terminal() if progress is None else bool(progress)
     report = _Bar(steps, first) if use_bar else _Log(steps, log_every, first)
@@ -164,9 +176,10 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                 step += 1
                 if checkpoints is not None and save_every and step % save_every == 0 and step < steps:
                     checkpoints.save(session, step)
-            except RECOVERABLE_ERRORS as exc:
-                if checkpoints is None or not hasattr(session, "reconnect") or recoveries >= max_recoveries:
-                    if checkpoints is not None and recoveries >= max_recoveries:
+            except OpError as exc:
+                if (not is_recoverable(exc) or checkpoints is None or not hasattr(session, "reconnect")
+                        or recoveries >= max_recoveries):
+                    if is_recoverable(exc) and checkpoints is not None and recoveries >= max_recoveries:
                         logger.error("train_loop: step %d failed with %s after %d recoveries: giving up", step,
                                      type(exc).__name__, recoveries)
                     raise

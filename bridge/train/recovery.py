@@ -14,7 +14,9 @@ The errors a killed or stalled task gives, measured on loopback clusters
 with TensorFlow 2.21: a worker or ps killed during a run, UnavailableError
 ("Socket closed", "failed to connect to all addresses"); the session's own
 master killed during a run, DeadlineExceededError at the run's deadline
-(its RPC never returns); a stopped (SIGSTOPped) task, DeadlineExceededError.
+(its RPC never returns); a stopped (SIGSTOPped) task, DeadlineExceededError;
+a ps task killed and restarted between two steps, FailedPreconditionError
+("Could not find variable ...") at the next step.
 TF's ``MonitoredSession`` recovers from AbortedError and UnavailableError
 only, so a master that dies hangs it; here the run's deadline ends the wait.
 """
@@ -26,14 +28,28 @@ import re
 import time
 from typing import Any, Optional
 
-from bridge.framework.errors import AbortedError, DeadlineExceededError, OpError, UnavailableError
+from bridge.framework.errors import (AbortedError, DeadlineExceededError, FailedPreconditionError, OpError,
+                                     UnavailableError)
 
-__all__ = ["RECOVERABLE_ERRORS", "Checkpoints", "CHECKPOINT_BASENAME"]
+__all__ = ["RECOVERABLE_ERRORS", "Checkpoints", "CHECKPOINT_BASENAME", "is_recoverable"]
 
 logger = logging.getLogger("bridge.train")
 
-#: The errors after which ``train_loop`` recovers (with ``checkpoint_dir``, on a session that can reconnect).
+#: The errors after which ``train_loop`` recovers (with ``checkpoint_dir``, on a session that can reconnect);
+#: and FailedPreconditionError for a variable a restarted ps lost (:func:`is_recoverable`).
 RECOVERABLE_ERRORS = (UnavailableError, AbortedError, DeadlineExceededError)
+
+#: What TensorFlow says reading a variable a restarted ps task does not hold.
+_LOST_VARIABLE = re.compile(r"Could not find variable|uninitialized", re.I)
+
+
+def is_recoverable(exc: BaseException) -> bool:
+    """Whether ``train_loop`` recovers from ``exc``: one of RECOVERABLE_ERRORS,
+    or a FailedPreconditionError reading a variable that is gone (a ps task
+    that restarted between two steps, before any step failed)."""
+    if isinstance(exc, RECOVERABLE_ERRORS):
+        return True
+    return isinstance(exc, FailedPreconditionError) and bool(_LOST_VARIABLE.search(exc.message or ""))
 
 #: The checkpoints' name in ``checkpoint_dir``, as TF's ``CheckpointSaverHook`` names them.
 CHECKPOINT_BASENAME = "model.ckpt"
@@ -57,16 +73,20 @@ class Checkpoints:
 
     ``saver``: the Saver to use (default: a ``Saver(sharded=True)`` of the
     graph's global variables, so on a cluster each ps task writes its own
-    shard)."""
+    shard).  Only the chief (``is_chief``) saves and restores; another
+    worker of between-graph training recovers by waiting for the chief to
+    restore the variables, and goes on at its own step."""
 
-    def __init__(self, session: Any, checkpoint_dir: Any, saver: Any = None):
+    def __init__(self, session: Any, checkpoint_dir: Any, saver: Any = None, is_chief: bool = True):
         from .saver import Saver
 
         self.folder = os.fspath(checkpoint_dir)
-        os.makedirs(self.folder, exist_ok=True)
-        if saver is None:
-            from bridge.framework.builders import global_variables
-            saver = Saver(var_list=global_variables(session.graph), sharded=True)
+        self.is_chief = is_chief
+        if is_chief:
+            os.makedirs(self.folder, exist_ok=True)
+            if saver is None:
+                from bridge.framework.builders import global_variables
+                saver = Saver(var_list=global_variables(session.graph), sharded=True)
         self.saver = saver
         self.last_saved: Optional[int] = None
 
@@ -83,17 +103,29 @@ class Checkpoints:
                              f"name ('{CHECKPOINT_BASENAME}-<step>' as train_loop writes them)")
         return prefix, int(match.group(1))
 
-    def save(self, session: Any, step: int) -> str:
+    def save(self, session: Any, step: int) -> Optional[str]:
+        if not self.is_chief:
+            self.last_saved = step
+            return None
         prefix = self.saver.save(session, os.path.join(self.folder, CHECKPOINT_BASENAME), global_step=step)
         self.last_saved = step
         return prefix
 
     def start(self, session: Any) -> int:
         """Restore the newest checkpoint and return its step; without one, save
-        the variables as they are (they must be initialized) as step 0's."""
+        the variables as they are (they must be initialized) as step 0's.
+        Not the chief: step 0, nothing saved or restored."""
+        if not self.is_chief:
+            return 0
         found = self.latest()
         if found is None:
-            self.save(session, 0)
+            try:
+                self.save(session, 0)
+            except FailedPreconditionError as exc:
+                raise FailedPreconditionError(
+                    f"train_loop: {self.folder} holds no checkpoint to start from, and the variables cannot be "
+                    "saved as step 0's: initialize them first (run the initializer, or the chief's "
+                    f"distribute.Session.prepare()); {first_line(exc)}") from exc
             return 0
         prefix, step = found
         self.saver.restore(session, prefix)
@@ -119,17 +151,24 @@ class Checkpoints:
                 session.reconnect()
                 if hasattr(session, "wait_for_tasks"):
                     session.wait_for_tasks(timeout=left)
+                if not self.is_chief:
+                    session.wait_for_variables(timeout=max(0.1, deadline - time.monotonic()))
+                    restored, prefix = step, None
+                    break
                 found = self.latest()
                 if found is None:
                     raise ValueError(f"train_loop: no checkpoint in {self.folder} to recover from")
                 prefix, restored = found
                 self.saver.restore(session, prefix)
                 break
-            except RECOVERABLE_ERRORS as exc:
+            except OpError as exc:
+                if not is_recoverable(exc):
+                    raise
                 last = exc
                 time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
         self.last_saved = restored
-        logger.warning("train_loop: step %d failed with %s (%s); recovery %d of %d: new session, restored %s, "
+        what = f"restored {os.path.basename(prefix)}" if prefix else "the chief's variables are back"
+        logger.warning("train_loop: step %d failed with %s (%s); recovery %d of %d: new session, %s, "
                        "resuming at step %d (%.1f s)", step, type(error).__name__, first_line(error), attempt,
-                       max_recoveries, os.path.basename(prefix), restored, time.monotonic() - start)
+                       max_recoveries, what, restored, time.monotonic() - start)
         return restored
