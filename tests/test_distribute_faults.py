@@ -226,3 +226,42 @@ def test_between_graph_workers_recover_the_chief_restores_the_others_wait(cluste
     assert any("new session, the chief's variables are back, resuming at step" in line for line in lines), lines
     # Only the chief wrote checkpoints: its steps, nothing else.
     assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{steps}")
+
+
+def test_a_stalled_worker_fails_its_step_at_the_deadline_and_training_resumes_once_it_runs_again(
+        cluster, uninterrupted, tmp_path, caplog):
+    """SIGSTOP worker 1 after step 6 for 4.5 s, with 3 s deadlines: step 7
+    fails with DeadlineExceededError, the loop waits until the worker answers
+    again (SIGCONT), restores model.ckpt-4 and ends as an uninterrupted run
+    (the abandoned step left no late update behind)."""
+    import signal
+
+    g, rep, xs, ys, init, _ = replicated_model(cluster.spec)
+    stalled = cluster.server("worker", 1)
+    resumer = []
+
+    def stall(step, loss):
+        if step == 6 and not resumer:
+            stalled.proc.send_signal(signal.SIGSTOP)
+            resumer.append(threading.Timer(4.5, stalled.proc.send_signal, (signal.SIGCONT,)))
+            resumer[0].start()
+
+    caplog.set_level(logging.INFO, logger="bridge.train")
+    try:
+        with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+            sess.prepare()
+            feed = lambda s: feed_of(s, xs, ys)  # noqa: E731
+            sess.run([rep.loss], feed(0))   # the graph is registered on every task before the deadlines shrink
+            sess.timeout = 3.0
+            losses = train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss, feed_dict=feed, callback=stall,
+                                      progress=False, checkpoint_dir=tmp_path, save_every=SAVE_EVERY,
+                                      recovery_timeout=30)
+    finally:
+        for timer in resumer:
+            timer.join(10)
+        stalled.proc.send_signal(signal.SIGCONT)
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("train_loop: step 7 failed with DeadlineExceededError ("), lines
+    assert "restored model.ckpt-4, resuming at step 4" in lines[0], lines
+    np.testing.assert_array_equal(losses, uninterrupted)
