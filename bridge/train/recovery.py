@@ -18,7 +18,9 @@ master killed during a run, DeadlineExceededError at the run's deadline
 a ps task killed and restarted between two steps, FailedPreconditionError
 ("Could not find variable ...") at the next step.
 TF's ``MonitoredSession`` recovers from AbortedError and UnavailableError
-only, so a master that dies hangs it; here the run's deadline ends the wait.
+only (its ``_PREEMPTION_ERRORS``), so the run of a master that dies waits
+on; here the run's deadline (``distribute.Session`` sets one by default) ends
+the wait and the run recovers.
 """
 from __future__ import annotations
 
