@@ -188,15 +188,19 @@ def test_between_graph_workers_recover_the_chief_restores_the_others_wait(cluste
                 for task in (0, 1)]
     assert [sess.is_chief for sess in sessions] == [True, False]
     killer = Killer(cluster, ("ps", 0), at=4)
+    other_running = threading.Event()
     results, errors = {}, []
     caplog.set_level(logging.INFO, logger="bridge.train")
 
     def work(task):
         g, x, y, loss, train_op, _, _, _ = graphs[task]
 
-        def pace(step, value):   # both workers are still training when the ps dies
+        def pace(step, value):   # both workers are training when the ps dies
             time.sleep(0.05)
-            if task == 0:
+            if task == 1 and step >= 2:
+                other_running.set()
+            if task == 0 and step == killer.at:
+                assert other_running.wait(60), "the other worker never started training"
                 killer(step, value)
 
         try:
