@@ -9,6 +9,8 @@ kills when the module ends, pass or fail; every run has a deadline.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -331,3 +333,48 @@ def test_sync_replicas_optimizer_between_graphs_equals_in_graph_replication(clus
     for task in (0, 1):
         np.testing.assert_allclose(results[task], expected[task], rtol=0, atol=1e-12)
         assert results[task][-1] < results[task][0]
+
+
+def test_sync_replicas_with_tf_default_tokens_stops_on_the_global_step(cluster):
+    """TF's default, num_tokens=-1: a fast worker may run ahead of a slow one,
+    so both stop once the global step reaches the last step (TF's
+    StopAtStepHook) and the chief's hook.end releases a worker still
+    waiting for a token: nobody waits until a deadline."""
+    last_step = 8
+    graphs = [worker_graph(cluster.spec, task, "tokens", sync_replicas=True) for task in (0, 1)]
+    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
+                for task in (0, 1)]
+    hooks = [graphs[task][6].make_session_run_hook(is_chief=task == 0) for task in (0, 1)]
+    results, errors = {}, []
+
+    def work(task):
+        g, x, y, loss, train_op, global_step, _, _ = graphs[task]
+        sess = sessions[task]
+        try:
+            sess.prepare(wait_timeout=60)
+            hooks[task].after_create_session(sess)
+            results[task] = train.train_loop(sess, train_op, 1000, loss=loss, progress=False,
+                                             feed_dict=lambda s: regression_feed(x, y, s, task),
+                                             callback=lambda s, _: sess.run(global_step) >= last_step)
+            hooks[task].end(sess)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    import threading
+    threads = [threading.Thread(target=work, args=(task,)) for task in (1, 0)]
+    t0 = time.monotonic()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert all(not t.is_alive() for t in threads)
+        final_step = sessions[0].run(graphs[0][5])
+    finally:
+        for sess in sessions:
+            sess.close()
+    assert time.monotonic() - t0 < RUN_TIMEOUT, "a worker waited for a token until its deadline"
+    # A worker may run ahead and supply both gradients of a step: the counts differ, the global step does not.
+    assert last_step <= final_step <= last_step + 2
+    assert all(results[task] and np.all(np.isfinite(results[task])) for task in (0, 1))

@@ -27,7 +27,12 @@ directly after the session exists (and its variables are initialized)::
 
 With ``replicas_to_aggregate == total_num_replicas`` and ``num_tokens=0``
 every step averages one gradient per worker computed from the same
-variables, as synchronous in-graph replication does.
+variables, as synchronous in-graph replication does, and every worker runs
+the same number of steps.  Otherwise (TF's default, ``num_tokens=-1``) a
+fast worker may take more tokens than a slow one, so stop the workers on
+the global step, as TF's ``StopAtStepHook`` does (a ``train_loop`` callback
+``lambda step, loss: sess.run(global_step) >= last_step``), and let the
+chief's ``hook.end(sess)`` release the workers still waiting for a token.
 """
 from __future__ import annotations
 
@@ -80,6 +85,7 @@ class SyncReplicasOptimizer(Optimizer):
         self._local_step: Optional[Variable] = None
         self.local_step_init_op: Optional[Operation] = None
         self.chief_init_op: Optional[Operation] = None
+        self._release_op: Optional[Operation] = None
 
     def compute_gradients(self, *args: Any, **kwargs: Any):
         """The wrapped optimizer's ``compute_gradients``."""
@@ -148,6 +154,9 @@ class SyncReplicasOptimizer(Optimizer):
                         # A read after the update (the cached read would give the step before it).
                         tokens = ops.fill(_int32([self._tokens_per_step]), global_step.read_value())
                         self._sync_op = ops.queue_enqueue_many_v2(queue, [tokens], name="sync_op")
+                    # A token for every worker, which the chief's hook.end puts in the queue.
+                    release = ops.fill(_int32([self._total_num_replicas]), global_step.read_value())
+                    self._release_op = ops.queue_enqueue_many_v2(queue, [release], name="release_tokens")
             for accum, device in self._accumulator_list:
                 with graph.device(device or None):
                     chief_init_ops.append(ops.resource_accumulator_set_global_step(
@@ -263,9 +272,13 @@ class _SyncReplicasOptimizerHook:
             session.run(self._opt.local_step_init_op)
 
     def end(self, session: Any) -> None:
-        """Chief: run no further sync step (the thread ends when the session closes)."""
+        """Chief: run no further sync step (the thread ends when the session
+        closes), and put ``total_num_replicas`` tokens in the queue, so that
+        workers waiting for their next step's token are released (their
+        gradients are never applied) instead of waiting until their deadline."""
         if self._runner is not None:
             self._runner.stop(session)
+            session.run(self._opt._release_op)
 
     @property
     def exceptions(self) -> list[BaseException]:
