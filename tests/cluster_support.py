@@ -104,11 +104,33 @@ class ServerProcess:
 
 
 class Cluster:
-    def __init__(self, spec: ClusterSpec, servers: dict, path: Path):
+    def __init__(self, spec: ClusterSpec, servers: dict, path: Path, ops: Optional[dict] = None):
         self.spec, self.servers, self.path = spec, servers, path
+        self.ops = ops or {}
+        self._restarts = 0
 
     def server(self, job: str, task: int) -> ServerProcess:
         return self.servers[(job, task)]
+
+    def kill(self, job: str, task: int) -> None:
+        """SIGKILL the task's server (kill -9) and reap it."""
+        self.servers[(job, task)].stop()
+
+    def start(self, job: str, task: int, ready_timeout: float = READY_TIMEOUT) -> ServerProcess:
+        """Start a fresh server for the task (killing the old one first), on the
+        same address; return once it is ready (RuntimeError with its stderr if not)."""
+        old = self.servers.get((job, task))
+        if old is not None:
+            old.stop()
+        self._restarts += 1
+        server = ServerProcess(server_command(self.path, job, task, self.ops.get((job, task), ())),
+                               self.path.parent / f"server_{job}_{task}_restart{self._restarts}.log")
+        self.servers[(job, task)] = server
+        if server.wait_ready(ready_timeout) is None:
+            server.stop()
+            raise RuntimeError(f"server /job:{job}/task:{task} did not restart within {ready_timeout} s:\n"
+                               f"{server.stderr()}")
+        return server
 
 
 @contextlib.contextmanager
@@ -144,7 +166,7 @@ def local_cluster(jobs: dict, tmp_path: Path, ops: Optional[dict] = None, start:
                 for server in servers.values():
                     server.stop()
                 continue
-            yield Cluster(spec, servers, path)
+            yield Cluster(spec, servers, path, ops)   # shares `servers`: restarted ones are stopped too
             return
         raise RuntimeError(f"no free ports for a cluster after {attempts} attempts")
     finally:

@@ -31,13 +31,15 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from bridge.framework import _proto as pb
+from bridge.framework._lib import lib
 from bridge.framework.builders import global_variables
-from bridge.framework.errors import (DeadlineExceededError, InvalidArgumentError, NotFoundError, OpError,
+from bridge.framework.errors import (AbortedError, DeadlineExceededError, InvalidArgumentError, NotFoundError,
+                                     OpError, check, status,
                                      UnavailableError)
 from bridge.framework.device import device_fields
 from bridge.framework.graph import Graph, Operation, get_default_graph
 from bridge.framework.session import Session as _Session
-from bridge.framework.session import SessionConfig, _timeout_of
+from bridge.framework.session import SessionConfig, _timeout_of, session_options
 
 from .cluster import ClusterSpec
 from .server import config_bytes
@@ -154,10 +156,16 @@ class Session(_Session):
             proto += pb.field_bytes(4, f)
         self._report: Optional[tuple] = None
         self._default_init: Optional[Operation] = None
+        self._proto = proto
         inline = config.inline_small_graphs if isinstance(config, SessionConfig) else None
         super().__init__(graph, config=proto, target=f"grpc://{self.address}")
         if inline is not None:
             self._inline_limit = inline
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this session's task is the chief (:func:`chief_task`)."""
+        return self.task == chief_task(self.cluster)
 
     # --- devices -----------------------------------------------------------------
     def _check_devices(self, graph: Graph) -> set[str]:
@@ -245,6 +253,88 @@ class Session(_Session):
                 f"with the op's library, `tfbridge server --cluster FILE --job NAME --task I --ops{folder}` "
                 f"(TensorFlow said: {exc.message.splitlines()[0]})")
 
+    # --- recovery ------------------------------------------------------------------------
+    def reconnect(self) -> None:
+        """Replace this session's connection to its master by a new one (same
+        graph, config and device filters), as TF's ``MonitoredSession`` makes
+        a new session after a task died; callables from ``make_callable``
+        keep working.  The old session is closed in the background: its runs
+        in flight on other threads are cancelled and waited for, but its
+        clean-up, which waits on dead tasks until the session's timeout, does
+        not hold this call.  Variables keep the values their ps tasks hold; a
+        restarted ps task holds none until restored."""
+        with self._runs_lock:
+            if self._closed:
+                raise RuntimeError("attempted to reconnect a closed Session")
+            self._closed = True   # no run starts on the old session from here on
+            old = self._ptr
+        drained = threading.Event()
+        threading.Thread(target=_close_in_background, args=(old, drained), daemon=True,
+                         name="bridge-distribute-close").start()
+        try:
+            with self._runs_lock:
+                while self._runs_in_flight:
+                    self._runs_lock.wait()
+        finally:
+            drained.set()
+        s = status()
+        ptr = lib.TF_NewSession(self.graph._ptr, session_options(self._proto, f"grpc://{self.address}"), s.ptr)
+        check(s, f"reconnecting to {self._where()}")
+        with self._runs_lock:
+            self._ptr = ptr
+            self._closed = False
+
+    def wait_for_tasks(self, timeout: float = 120.0, poll_interval: float = 0.25) -> float:
+        """Wait until every task this session uses answers, and each can reach
+        the others (a tiny tensor from each task to each other one, which
+        also waits out gRPC's reconnection backoff after a task restarted);
+        return the seconds waited.  Past ``timeout`` seconds raise
+        DeadlineExceededError saying what each task answers."""
+        start = time.monotonic()
+        deadline = start + timeout
+        tasks = self._tasks_in_use()
+        g = Graph()
+        fetches = []
+        with g.as_default():
+            for job, index in tasks:
+                with g.device(f"/job:{job}/task:{index}"):
+                    # Stateful, so that no constant folding takes the transfers away.
+                    value = g.create_op("Timestamp", [], name=f"probe_{job}_{index}").output(0)
+                for other_job, other in tasks:
+                    if (other_job, other) != (job, index):
+                        with g.device(f"/job:{other_job}/task:{other}"):
+                            fetches.append(g.create_op("Identity", [value], attrs={"T": value.dtype},
+                                                       attr_types={"T": "type"}).output(0))
+                if len(tasks) == 1:
+                    fetches.append(value)
+        filters = b"".join(pb.field_bytes(4, f"/job:{j}/task:{i}") for j, i in tasks)
+        last: Optional[OpError] = None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            budget = max(0.05, min(left, 5.0))
+            try:
+                probe = _Session(g, config=pb.field_varint(11, max(1, round(budget * 1000))) + filters,
+                                 target=f"grpc://{self.address}")
+                try:
+                    probe.run(fetches, timeout=budget)
+                    return time.monotonic() - start
+                finally:
+                    try:
+                        probe.close()
+                    except OpError:
+                        pass
+            except (UnavailableError, DeadlineExceededError, AbortedError) as exc:
+                last = exc
+            time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+        lines = [f"{self._where()} waited {timeout:g} s for the tasks it uses to answer"
+                 + (f" (last error: {last.message.splitlines()[0] if last.message else type(last).__name__})"
+                    if last else "") + ":"]
+        for (job, index), said in _probe_tasks(tasks, self.cluster).items():
+            lines.append(f"  /job:{job}/task:{index} at {self.cluster.task_address(job, index)}: {said}")
+        raise DeadlineExceededError("\n".join(lines))
+
     # --- variables -------------------------------------------------------------------
     def _report_op(self):
         """(the variables, the Output of their VarIsInitializedOp flags), made once."""
@@ -323,11 +413,20 @@ class Session(_Session):
         :func:`chief_task` names) or wait for them (the others): "restored",
         "initialized" or "waited"."""
         if is_chief is None:
-            is_chief = self.task == chief_task(self.cluster)
+            is_chief = self.is_chief
         if is_chief:
             return self.initialize(init_op, saver, checkpoint_dir)
         self.wait_for_variables(wait_timeout)
         return "waited"
+
+
+def _close_in_background(ptr: Any, drained: threading.Event) -> None:
+    """Close a replaced TF session (cancelling its runs in flight), then free
+    it once ``drained`` says no run uses it any more."""
+    s = status()
+    lib.TF_CloseSession(ptr, s.ptr)
+    drained.wait()
+    lib.TF_DeleteSession(ptr, s.ptr)
 
 
 def _library_of(op_type: str) -> Optional[str]:

@@ -10,7 +10,9 @@
 - ``ScipyOptimizer``: ``scipy.optimize.minimize`` (L-BFGS-B, BFGS, CG,
   Newton-CG) over a loss and its gradient, one ``Session.run`` per call.
 - ``Saver``: TensorFlow's V2 checkpoints (SaveV2/RestoreV2).
-- ``train_loop``: steps with a progress bar (tqdm) and a callback.
+- ``train_loop``: steps with a progress bar (tqdm) and a callback; with a
+  ``checkpoint_dir``, checkpoints and recovery from tasks that die.
+- ``SyncReplicasOptimizer``: synchronous between-graph training (TF1's).
 
 The submodules load on first use.
 """
@@ -37,6 +39,7 @@ _LAZY = {
     "list_variables": "saver",
     "get_checkpoint_state": "saver",
     "train_loop": "loop",
+    "SyncReplicasOptimizer": "sync_replicas",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,7 +1,9 @@
-"""``train_loop``: run a train op for a number of steps, with a progress bar.
+"""``train_loop``: run a train op for a number of steps, with a progress bar,
+checkpoints and recovery from tasks that die.
 
 On a terminal the progress is a tqdm bar (step, loss, steps/s); elsewhere
 (a log file, CI) plain lines go through ``logging.getLogger("bridge.train")``.
+Checkpoints and recovery: :mod:`bridge.train.recovery`.
 """
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ import math
 import sys
 import time
 from typing import Any, Callable, Optional, Union
+
+from bridge.framework.errors import OpError
+
+from .recovery import Checkpoints, is_recoverable
 
 __all__ = ["train_loop"]
 
@@ -28,15 +34,19 @@ def _stderr_is_terminal() -> bool:
 class _Bar:
     """The tqdm bar: steps done, loss of the last step, steps/s."""
 
-    def __init__(self, steps: int):
+    def __init__(self, steps: int, first: int = 0):
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=steps, unit="step", file=sys.stderr, dynamic_ncols=True, leave=True)
+        self._bar = tqdm(total=steps, initial=first, unit="step", file=sys.stderr, dynamic_ncols=True, leave=True)
 
     def step(self, step: int, loss: Optional[float]) -> None:
         if loss is not None:
             self._bar.set_postfix_str(f"loss={loss:.6g}", refresh=False)
         self._bar.update(1)
+
+    def rewind(self, step: int) -> None:
+        self._bar.n = step
+        self._bar.refresh()
 
     def close(self, step: int, stopped: str = "") -> None:
         if stopped:
@@ -47,11 +57,12 @@ class _Bar:
 class _Log:
     """Plain lines every ``every`` steps and at the end."""
 
-    def __init__(self, steps: int, every: Optional[int]):
+    def __init__(self, steps: int, every: Optional[int], first: int = 0):
         self._steps = steps
         self._every = max(1, math.ceil(steps / 10)) if every is None else int(every)
         self._start = self._last_time = time.perf_counter()
-        self._last_step = 0
+        self._last_step = first
+        self._run = 0   # steps run, those run again after a recovery included
         self._loss: Optional[float] = None
 
     def _line(self, done: int, since: float, steps_since: int, what: str = "") -> None:
@@ -62,19 +73,32 @@ class _Log:
 
     def step(self, step: int, loss: Optional[float]) -> None:
         self._loss = loss
+        self._run += 1
         done = step + 1
         if self._every > 0 and done % self._every == 0 and done < self._steps:
             self._line(done, self._last_time, done - self._last_step)
             self._last_time, self._last_step = time.perf_counter(), done
 
+    def rewind(self, step: int) -> None:
+        self._last_time, self._last_step = time.perf_counter(), step
+
     def close(self, step: int, stopped: str = "") -> None:
-        self._line(step, self._start, step, f"{stopped}: " if stopped else "done: ")
+        self._line(step, self._start, self._run, f"{stopped}: " if stopped else "done: ")
+
+
+def _check_count(value: Any, what: str, positive: bool = False) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < int(positive)):
+        raise ValueError(f"train_loop: {what} must be a {'positive' if positive else 'non-negative'} int or None, "
+                         f"got {value!r}")
 
 
 def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_dict: FeedDict = None,
                callback: Optional[Callable[[int, Optional[float]], Any]] = None,
-               progress: Optional[bool] = None, log_every: Optional[int] = None) -> list[Optional[float]]:
-    """Run ``train_op`` ``steps`` times; return the loss of each step run.
+               progress: Optional[bool] = None, log_every: Optional[int] = None,
+               checkpoint_dir: Any = None, save_every: Optional[int] = None, saver: Any = None,
+               max_recoveries: int = 3, recovery_timeout: float = 120.0,
+               is_chief: Optional[bool] = None) -> list[Optional[float]]:
+    """Run ``train_op`` until step ``steps``; return the loss of each step run.
 
     Each step is one ``session.run([train_op, loss], feed)`` (``train_op``
     alone without ``loss``; then the list holds None).  The loss is the one
@@ -89,43 +113,103 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     lines per run; 0: only the last) and at the end (False), or the bar when
     stderr is a terminal (None).  Ctrl-C closes the bar (or logs the step
     reached) and re-raises KeyboardInterrupt.
+
+    **Checkpoints** (``checkpoint_dir``), as ``MonitoredTrainingSession``:
+    the newest checkpoint there is restored first and training starts at its
+    step (the list then holds the losses from that step on); without one,
+    the variables (initialized by the caller) are saved as step 0.  Then
+    ``<checkpoint_dir>/model.ckpt-<step>`` every ``save_every`` steps and at
+    the end, with ``saver`` (default ``Saver(sharded=True)`` of the graph's
+    variables: on a cluster each ps task writes its own shard).
+
+    **Recovery**, with ``checkpoint_dir`` and a session that can reconnect
+    (``bridge.distribute.Session``): a step that fails with
+    UnavailableError, AbortedError or DeadlineExceededError (a task died,
+    restarted or stalled past the run's deadline), or FailedPreconditionError
+    reading a variable a restarted ps lost, makes the session connect
+    anew, wait until its tasks answer (at most ``recovery_timeout`` seconds),
+    restore the newest checkpoint (into restarted ps tasks too) and go on
+    from its step, the lost steps run again; one warning line on the
+    ``"bridge.train"`` logger per recovery.  After ``max_recoveries`` of
+    them the next such error is raised.  With feeds that are a function of
+    the step and a deterministic model, the result equals an uninterrupted
+    run's.
+
+    ``is_chief`` (default: the session's ``is_chief``, else True): only the
+    chief saves and restores.  Another worker of between-graph training
+    (its own client) saves nothing; after a failure it reconnects, waits
+    for the chief to restore the variables (``wait_for_variables``) and
+    goes on at its own step.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"train_loop: steps must be a non-negative int, got {steps!r}")
-    if log_every is not None and (isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 0):
-        raise ValueError(f"train_loop: log_every must be a non-negative int or None, got {log_every!r}")
+    _check_count(log_every, "log_every")
+    _check_count(save_every, "save_every", positive=True)
+    _check_count(max_recoveries, "max_recoveries")
+    if not recovery_timeout or recovery_timeout <= 0:
+        raise ValueError(f"train_loop: recovery_timeout must be positive seconds, got {recovery_timeout!r}")
+    if checkpoint_dir is None and (save_every is not None or saver is not None):
+        raise ValueError("train_loop: save_every and saver need a checkpoint_dir")
     if feed_dict is not None and not isinstance(feed_dict, dict) and not callable(feed_dict):
         raise TypeError(f"train_loop: feed_dict must be a dict or a callable step -> dict, "
                         f"got {type(feed_dict).__name__}")
+    if is_chief is None:
+        is_chief = bool(getattr(session, "is_chief", True))
+    checkpoints = Checkpoints(session, checkpoint_dir, saver, is_chief) if checkpoint_dir is not None else None
+    first = checkpoints.start(session) if checkpoints is not None else 0
     use_bar = _stderr_is_terminal() if progress is None else bool(progress)
-    report = _Bar(steps) if use_bar else _Log(steps, log_every)
+    report = _Bar(steps, first) if use_bar else _Log(steps, log_every, first)
     fetches = train_op if loss is None else [train_op, loss]
     losses: list[Optional[float]] = []
-    step = 0
     stopped = ""
-    # Each step runs the same fetches: one session.make_callable per set of fed tensors.
+    recoveries = 0
+    # Each step runs the same fetches: one session.make_callable per set of fed
+    # tensors (they keep working after session.reconnect()).
     runners: dict[tuple, Callable[..., Any]] = {}
+    step = first
     try:
-        for step in range(steps):
-            feed = (feed_dict(step) if callable(feed_dict) else feed_dict) or {}
-            if not isinstance(feed, dict):
-                raise TypeError(f"train_loop: feed_dict({step}) returned {type(feed).__name__}, not a dict")
-            keys = tuple(feed)
-            run_step = runners.get(keys)
-            if run_step is None:
-                run_step = runners[keys] = session.make_callable(fetches, keys)
-            out = run_step(*feed.values())
-            value = None if loss is None else float(out[1])
-            losses.append(value)
-            report.step(step, value)
-            if callback is not None and callback(step, value):
+        while step < steps and not stopped:
+            try:
+                value = _run_step(session, runners, fetches, feed_dict, step, loss is not None)
+                losses.append(value)
+                report.step(step, value)
+                step += 1
+                if checkpoints is not None and save_every and step % save_every == 0 and step < steps:
+                    checkpoints.save(session, step)
+            except OpError as exc:
+                if (not is_recoverable(exc) or checkpoints is None or not hasattr(session, "reconnect")
+                        or recoveries >= max_recoveries):
+                    if is_recoverable(exc) and checkpoints is not None and recoveries >= max_recoveries:
+                        logger.error("train_loop: step %d failed with %s after %d recoveries: giving up", step,
+                                     type(exc).__name__, recoveries)
+                    raise
+                recoveries += 1
+                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout)
+                del losses[max(0, step - first):]
+                report.rewind(step)
+                continue
+            if callback is not None and callback(step - 1, value):
                 stopped = "stopped by callback"
-                break
+        if checkpoints is not None and checkpoints.last_saved != step:
+            checkpoints.save(session, step)
     except KeyboardInterrupt:
-        report.close(len(losses), "interrupted")
+        report.close(step, "interrupted")
         raise
     except BaseException:
-        report.close(len(losses), "failed")
+        report.close(step, "failed")
         raise
-    report.close(len(losses), stopped)
+    report.close(step, stopped)
     return losses
+
+
+def _run_step(session: Any, runners: dict, fetches: Any, feed_dict: FeedDict, step: int,
+              with_loss: bool) -> Optional[float]:
+    feed = (feed_dict(step) if callable(feed_dict) else feed_dict) or {}
+    if not isinstance(feed, dict):
+        raise TypeError(f"train_loop: feed_dict({step}) returned {type(feed).__name__}, not a dict")
+    keys = tuple(feed)
+    run_step = runners.get(keys)
+    if run_step is None:
+        run_step = runners[keys] = session.make_callable(fetches, keys)
+    out = run_step(*feed.values())
+    return float(out[1]) if with_loss else None

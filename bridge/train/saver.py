@@ -2,15 +2,10 @@
 
 A Saver builds its ops once, under a ``save`` name scope, laid out as
 TensorFlow's Saver lays out a sharded V2 checkpoint (the kind TF's
-SavedModel builder writes):
-
-- ``save/Const``, the checkpoint prefix to feed (a PlaceholderWithDefault);
-- saving: ``SaveV2`` writes ``<prefix>_temp/part-00000-of-00001``, then
-  ``MergeV2Checkpoints`` moves it to ``<prefix>.index`` and
-  ``<prefix>.data-00000-of-00001`` and removes the temporary folder, and
-  ``save/Identity`` returns the prefix;
-- restoring: one ``RestoreV2`` and an ``AssignVariableOp`` per variable,
-  grouped in ``save/restore_all``.
+SavedModel builder writes; :mod:`bridge.train.saver_ops`): one shard, or
+with ``sharded=True`` one per device holding variables (on a cluster, each
+ps task writes and restores its own), merged into one index.
+``<prefix>.index`` and ``<prefix>.data-<k>-of-<n>`` are the checkpoint.
 
 ``save`` and ``restore`` are one ``Session.run`` each; ``as_saver_def()``
 names these ops for a MetaGraphDef.  Checkpoint keys are the variables'
@@ -26,12 +21,13 @@ not feed the prefix itself to the graph but a folder of its own,
 ``<folder>/.<name>.save-<pid>-<random>/ckpt`` (so ``<prefix>_temp`` is never
 shared), and when the run has written it:
 
-1. flushes both files to disk and renames the folder to
+1. flushes its files to disk and renames the folder to
    ``.<name>.commit-<pid>-<random>``: the commit point;
 2. holding a lock on the checkpoint folder (``flock`` on the folder itself,
-   and a lock per folder in the process), removes ``<prefix>.index``, moves
-   the new data file over ``<prefix>.data-00000-of-00001``, then the new
-   index to ``<prefix>.index``, and removes the commit folder;
+   and a lock per folder in the process), removes ``<prefix>.index`` (and
+   data files of another shard count), moves the new data files over
+   ``<prefix>.data-<k>-of-<n>``, then the new index to ``<prefix>.index``,
+   and removes the commit folder;
 3. writes the state file aside and renames it into place (same lock).
 
 A kill before the commit leaves a ``.save-`` folder, which the next save,
@@ -60,12 +56,12 @@ import numpy as np
 
 from bridge.framework import _proto as pb
 from bridge.framework import errors
-from bridge import ops
 from bridge.framework.attrs import Shape
-from bridge.framework.builders import Variable, constant, global_variables
-from bridge.framework.graph import Graph, Operation, Output
+from bridge.framework.builders import Variable, global_variables
+from bridge.framework.graph import Graph, Output
 from bridge.framework.session import Session
 from .bundle import BundleFormatError, read_index
+from .saver_ops import build_saver_ops
 
 #: The file beside the checkpoints that names the newest ones.
 CHECKPOINT_STATE_FILE = "checkpoint"
@@ -118,11 +114,21 @@ class Saver:
     ``var_list``: None (every global variable of the default graph), a list
     of Variables (saved under their names) or a dict checkpoint name ->
     Variable.  ``max_to_keep``: how many recent checkpoints stay on disk
-    (None or 0: all, the state file naming only the newest, as TF does)."""
+    (None or 0: all, the state file naming only the newest, as TF does).
+
+    ``sharded=True`` (TF's): one shard per device holding variables, saved
+    and restored on that device, so on a cluster each ps task writes its
+    own variables' data file and restores them (into a restarted, empty ps
+    task too); the merge runs on the last shard's task.  As with TF, every
+    task then needs the checkpoint folder at the same path (a shared file
+    system), and so does this process, which commits the save.
+    ``shards`` lists each shard's device and checkpoint names."""
 
     def __init__(self, var_list: VarList = None, max_to_keep: Optional[int] = 5, name: Optional[str] = None,
-                 allow_empty: bool = False):
+                 allow_empty: bool = False, sharded: bool = False):
         self._variables = _variables_by_key(var_list)
+        self.sharded = bool(sharded)
+        self.shards: list[tuple[str, list[str]]] = []
         self.max_to_keep = max_to_keep
         self._last: list[tuple[str, float]] = []   # (prefix, time saved), oldest first
         self._lock = threading.Lock()
@@ -140,37 +146,9 @@ class Saver:
 
     # --- the graph ---------------------------------------------------------------
     def _build(self, name: Optional[str]) -> None:
-        g = self.graph
-        keys = list(self._variables)
-        variables = list(self._variables.values())
-        slices = [""] * len(keys)
-        # Saving never waits on the caller's control dependencies, and sits at the root device.
-        with g.as_default(), g.control_dependencies(None), g.device(None), g.name_scope(name or "save"):
-            filename = ops.placeholder_with_default("model", shape=[], name="filename")
-            self._filename = ops.placeholder_with_default(filename, shape=[], name="Const")
-            # As TF: S3 has no folders, so there the temporary shard sits beside the prefix.
-            on_s3 = ops.static_regex_full_match(self._filename, pattern="^s3://.*")
-            suffix = ops.select(on_s3, constant(".part"), constant("_temp/part"))
-            temp_prefix = ops.string_join([self._filename, suffix])
-            num_shards = constant(np.int32(1), name="num_shards")
-            shard = ops.sharded_filename(temp_prefix, constant(np.int32(0), name="ShardedFilename/shard"),
-                                         num_shards, name="ShardedFilename")
-            save_op = ops.save_v2(shard, keys, slices, [v.value() for v in variables], name="SaveV2")
-            with g.control_dependencies([save_op]):
-                written = ops.identity(shard, name="control_dependency")
-            with g.control_dependencies([written]):
-                shards = ops.pack([shard], name="MergeV2Checkpoints/checkpoint_prefixes")
-                merge = ops.merge_v2_checkpoints(shards, self._filename, delete_old_dirs=True,
-                                                 name="MergeV2Checkpoints")
-                with g.control_dependencies([merge]):
-                    self._save_tensor = ops.identity(self._filename, name="Identity")
-            restored = ops.restore_v2(self._filename, keys, slices, dtypes=[v.dtype for v in variables],
-                                      name="RestoreV2")
-            assigns = [ops.assign_variable_op(v.handle, ops.identity(t)) for v, t in zip(variables, restored)]
-            with g.control_dependencies(assigns):
-                shard_restored = ops.no_op(name="restore_shard")
-            with g.control_dependencies([shard_restored]):
-                self._restore_op: Operation = ops.no_op(name="restore_all")
+        built = build_saver_ops(self.graph, self._variables, name or "save", self.sharded)
+        self._filename, self._save_tensor, self._restore_op = built.filename, built.save_tensor, built.restore_op
+        self.shards = built.shards
 
     @property
     def variables(self) -> dict[str, Variable]:
@@ -183,7 +161,7 @@ class Saver:
             raise ValueError("Saver: an empty Saver (allow_empty=True without variables) has no SaverDef")
         return (pb.field_bytes(1, self._filename.name) + pb.field_bytes(2, self._save_tensor.name)
                 + pb.field_bytes(3, self._restore_op.name) + pb.field_varint(4, self.max_to_keep or 0)
-                + pb.field_varint(5, 1) + pb.field_float(6, _KEEP_EVERY_N_HOURS)
+                + pb.field_varint(5, 1) + pb.field_float(6, _KEEP_EVERY_N_HOURS)   # 5: the layout is always sharded
                 + pb.field_varint(7, _SAVER_DEF_V2))
 
     def _check_session(self, sess: Session, what: str) -> None:
@@ -224,7 +202,8 @@ class Saver:
         with _in_flight(work):   # before it exists, so that no other thread's clean-up takes it for a leftover
             os.mkdir(work)
             try:
-                sess.run(self._save_tensor, {self._filename: os.path.join(work, _WORK_NAME)})
+                # Absolute: the tasks of a cluster that write shards have working folders of their own.
+                sess.run(self._save_tensor, {self._filename: os.path.abspath(os.path.join(work, _WORK_NAME))})
                 _sync_files(work)
             except BaseException as exc:
                 shutil.rmtree(work, ignore_errors=True)
@@ -309,7 +288,7 @@ class Saver:
                 raise ValueError(f"Saver.restore: '{prefix}' is not a checkpoint (no file {prefix}.index){hint}")
             self._check_index(prefix)
             try:
-                sess.run(self._restore_op, {self._filename: prefix})
+                sess.run(self._restore_op, {self._filename: os.path.abspath(prefix)})
             except errors.OpError as exc:
                 raise type(exc)(f"restoring checkpoint '{prefix}' failed: {exc.message}") from exc
 
@@ -369,7 +348,7 @@ def _checked_path(path: Any, where: str, what: str, folder_ok: bool = False, emp
 # --- atomic saves: the work and commit folders, the folder lock ------------------------
 
 _WORK_NAME = "ckpt"                                      # the prefix inside a work folder
-_DATA_SUFFIX = ".data-00000-of-00001"                    # the one shard the Saver writes
+_DATA_GLOB = ".data-?????-of-?????"                      # the data files of a checkpoint
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>save|commit)-(?P<pid>\d+)-[0-9a-f]+$")
 _STATE_TMP = re.compile(r"^\..+\.(?P<pid>\d+)-[0-9a-f]+\.tmp$")
 
@@ -455,18 +434,25 @@ def _sync_folder(folder: str) -> None:
 
 def _apply(committed: str, prefix: str) -> None:
     """Move a committed save's files to ``prefix`` (under the folder's lock):
-    the old index goes first, the new index comes last, so the data file is
+    the old index goes first, the new index comes last, so a data file is
     never replaced under an index that does not describe it.  Finishes a
     move a kill interrupted: whatever the commit folder still holds is moved."""
     index = os.path.join(committed, _WORK_NAME + ".index")
-    data = os.path.join(committed, _WORK_NAME + _DATA_SUFFIX)
     if os.path.exists(index):
         try:
             os.remove(f"{prefix}.index")
         except FileNotFoundError:
             pass
-        if os.path.exists(data):
-            os.replace(data, prefix + _DATA_SUFFIX)
+        data = sorted(glob.glob(os.path.join(glob.escape(committed), _WORK_NAME + _DATA_GLOB)))
+        if data:
+            # Data files of an earlier save with another number of shards would
+            # outlive it: removed before the first new one moves in.
+            count = data[0][-len("-of-00000"):]
+            for old in glob.glob(glob.escape(prefix) + _DATA_GLOB):
+                if not old.endswith(count):
+                    os.remove(old)
+        for path in data:
+            os.replace(path, prefix + path[len(os.path.join(committed, _WORK_NAME)):])
         os.replace(index, f"{prefix}.index")
     shutil.rmtree(committed, ignore_errors=True)
 
@@ -524,7 +510,7 @@ def _recover(folder: str, must: bool = True) -> None:
 
 
 def _delete_checkpoint(prefix: str) -> None:
-    for path in [f"{prefix}.index", f"{prefix}.meta"] + glob.glob(f"{glob.escape(prefix)}.data-?????-of-?????"):
+    for path in [f"{prefix}.index", f"{prefix}.meta"] + glob.glob(glob.escape(prefix) + _DATA_GLOB):
         try:
             os.remove(path)
         except FileNotFoundError:
