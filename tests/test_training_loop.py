@@ -195,3 +195,32 @@ def test_with_gradient_descent_optimizer():
     ref_losses, ref_w = numpy_gd(20)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-12)
     np.testing.assert_allclose(sess.run(w.value()), ref_w, rtol=1e-12)
+
+
+def test_a_plain_script_shows_progress_without_logging_set_up():
+    """No logging configured, stderr a pipe: the lines go to stderr (they went nowhere before)."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+    code = textwrap.dedent("""
+        import numpy as np, bridge
+        from bridge import ops
+        from bridge.train import train_loop
+        g = bridge.Graph()
+        with g.as_default():
+            w = bridge.Variable(np.ones(2), name="w")
+            loss = ops.sum(ops.square(w.value()), 0)
+            (grad,) = bridge.gradients(loss, [w])
+            train_op = w.assign_sub(0.25 * grad)
+            init = bridge.global_variables_initializer()
+        sess = bridge.Session(g)
+        sess.run(init)
+        train_loop(sess, train_op, 20, loss=loss)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("train_loop: ")]
+    assert [l.split(" (")[0] for l in lines][-1] == "train_loop: done: step 20/20 loss 7.27596e-12"  # 2 * 0.25**19
+    assert len(lines) == 10 and proc.stdout == ""

@@ -2,7 +2,8 @@
 checkpoints and recovery from tasks that die.
 
 On a terminal the progress is a tqdm bar (step, loss, steps/s); elsewhere
-(a log file, CI) plain lines go through ``logging.getLogger("bridge.train")``.
+(a log file, CI) plain lines go through ``logging.getLogger("bridge.train")``
+when logging is set up, and to stderr when it is not.
 Checkpoints and recovery: :mod:`bridge.train.recovery`.
 """
 from __future__ import annotations
@@ -22,6 +23,16 @@ __all__ = ["train_loop"]
 logger = logging.getLogger("bridge.train")
 
 FeedDict = Union[None, dict, Callable[[int], Optional[dict]]]
+
+
+def _say(line: str) -> None:
+    """A progress line: through the "bridge.train" logger where logging is set
+    up (a handler on it or an ancestor), else on stderr, so that a plain script
+    shows its progress without configuring logging."""
+    if logger.hasHandlers():
+        logger.info(line)
+    else:
+        print(f"train_loop: {line}", file=sys.stderr, flush=True)
 
 
 def _stderr_is_terminal() -> bool:
@@ -69,7 +80,7 @@ class _Log:
         now = time.perf_counter()
         rate = steps_since / (now - since) if now > since else float("inf")
         loss = "" if self._loss is None else f" loss {self._loss:.6g}"
-        logger.info("%sstep %d/%d%s (%.1f steps/s)", what, done, self._steps, loss, rate)
+        _say("%sstep %d/%d%s (%.1f steps/s)" % (what, done, self._steps, loss, rate))
 
     def step(self, step: int, loss: Optional[float]) -> None:
         self._loss = loss
