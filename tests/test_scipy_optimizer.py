@@ -565,3 +565,23 @@ def test_verbose_true_on_a_terminal_shows_a_tqdm_bar():
     assert "ScipyOptimizer (L-BFGS-B)" in err and "it/s" in err and "loss=" in err and "/50" in err
     assert f"{nit}/50" in err  # the bar counted every iteration
     assert f"done after {nit} iterations" in err
+
+
+@pytest.mark.parametrize("colocate", [False, True])
+def test_colocate_gradients_with_ops_puts_the_backward_pass_on_each_ops_device(colocate):
+    """A model split over workers keeps its gradients there with colocate_gradients_with_ops=True
+    (ScipyOptimizer had no such argument: every gradient op landed outside the device scopes)."""
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.array([1.0, -2.0]), name="w")
+        with bridge.device("/job:worker/task:1"):
+            shard = ops.square(ops.sin(w.value()), name="shard")
+        loss = ops.sum(shard, 0, name="loss")
+        opt = ScipyOptimizer(loss, method="L-BFGS-B", colocate_gradients_with_ops=colocate)
+        init = bridge.global_variables_initializer()
+    # Sin's gradient is a Cos; the gradient of square's Multiply: only the backward pass has these.
+    grad_ops = [op for op in g.get_operations() if op.type == "Cos" or "shard_grad/Multiply" in op.name]
+    assert grad_ops and any(op.type == "Cos" for op in grad_ops)
+    on_worker = {op.name: "/job:worker/task:1" in op.device for op in grad_ops}
+    assert all(on_worker.values()) if colocate else not any(on_worker.values()), on_worker
+    assert opt.colocate_gradients_with_ops is colocate and init.type == "NoOp"

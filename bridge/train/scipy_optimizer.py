@@ -112,6 +112,10 @@ class ScipyOptimizer:
     Nelder-Mead, COBYLA, COBYQA).  ``options``: scipy's ``options`` dict
     (``maxiter``, ``gtol``, ...).
 
+    ``colocate_gradients_with_ops``: each gradient op on its forward op's
+    device, as the optimizers' ``minimize`` (a model split over workers keeps
+    its backward pass on them).
+
     ``verbose``: progress on stderr: True shows a tqdm bar on a terminal,
     else a line for the starting point, at most one a second, and one at the
     end; a number N, a line every N iterations and one at the end.
@@ -133,7 +137,8 @@ class ScipyOptimizer:
     def __init__(self, loss: Output, var_list: Optional[Sequence[Variable]] = None,
                  method: Union[str, Callable] = "L-BFGS-B",
                  var_to_bounds: Optional[dict] = None, options: Optional[dict] = None,
-                 name: str = "ScipyOptimizer", verbose: Union[bool, int] = False):
+                 name: str = "ScipyOptimizer", verbose: Union[bool, int] = False,
+                 colocate_gradients_with_ops: bool = False):
         if not isinstance(loss, Output):
             raise TypeError(f"ScipyOptimizer: loss must be an Output, got {type(loss).__name__}")
         if not loss.dtype.is_floating:
@@ -142,6 +147,7 @@ class ScipyOptimizer:
         if not shape.unknown_rank and len(shape) != 0:
             raise ValueError(f"ScipyOptimizer: loss '{loss.name}' must be a scalar, has shape {shape!r}")
         self.loss = loss
+        self.colocate_gradients_with_ops = bool(colocate_gradients_with_ops)
         self.graph = graph = loss.graph
         self.method = method
         self._method = method.lower() if isinstance(method, str) else "_custom"
@@ -266,7 +272,9 @@ class ScipyOptimizer:
         fetches = [self.loss]
         self._grad = self._hessp = self._vector = None
         if self._method not in _GRADIENT_FREE:
-            grads = [convert_to_tensor(g) for g in gradients(self.loss, self.var_list, name="gradients")]
+            colocate = self.colocate_gradients_with_ops
+            grads = [convert_to_tensor(g) for g in gradients(self.loss, self.var_list, name="gradients",
+                                                             colocate_gradients_with_ops=colocate)]
             for v, gr in zip(self.var_list, grads):
                 if gr is None:
                     raise ValueError(f"ScipyOptimizer: loss '{self.loss.name}' has no gradient with respect to "
@@ -283,7 +291,8 @@ class ScipyOptimizer:
                         dots.append(dot if dot.dtype == dtypes.float64 else ops.cast(dot, DstT=dtypes.float64))
                     gv = dots[0] if len(dots) == 1 else ops.add_n(dots)
                     hv = [convert_to_tensor(g) for g in
-                          gradients(gv, self.var_list, name="gradients", unconnected_gradients="zero")]
+                          gradients(gv, self.var_list, name="gradients", unconnected_gradients="zero",
+                                    colocate_gradients_with_ops=colocate)]
                     self._hessp = self._pack(hv, "product")
                 fetches.append(self._hessp)
         with g.name_scope("assign"):
