@@ -434,10 +434,14 @@ class Session:
         slot = self._runner.new_slot()
         self._julia_runs[slot] = (slot, (args, held, plan, raw, s), c_out_vals, n_out)
         abandoned = self._runner.run(*args, timeout=timeout, slot=slot)
-        if abandoned is None:
+        if abandoned is None or abandoned[1] is None:
             self._julia_runs.pop(slot, None)
             return_status(s)  # the run is over: nothing writes into it any more
-            return s
+            if abandoned is None or lib.TF_GetCode(s.ptr) == lib.TF_OK:
+                return s
+            # It ended after an interrupt or deadline abandoned it, failing
+            # because of it (its Julia code threw InterruptException).
+            lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
         if abandoned[0] == "deadline":
             raise DeadlineExceededError(f"Session.run: deadline of {timeout:g} s exceeded; "
                                         "its Julia ops were abandoned and their outputs are discarded")

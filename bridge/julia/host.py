@@ -356,7 +356,9 @@ class JuliaThreadRunner:
         passed or an interrupt came first, ``("deadline" | "interrupted",
         handle)``: the run was abandoned but may still be using every
         argument on Julia's thread; keep them alive until ``is_done(handle)``
-        (or ``wait(handle)``), then ``release(handle)``.
+        (or ``wait(handle)``), then ``release(handle)``.  A handle of None:
+        the run is over, though abandoned first; its result stands if
+        ``status`` is OK, and an error there is the abandon's doing.
 
         ``slot`` (from ``new_slot``) also receives the handle, as the runtime
         returns: a caller that records the slot before the call keeps an
@@ -378,6 +380,8 @@ class JuliaThreadRunner:
             ptr(status), timeout_us, pending)
         if code == 0:
             return None
+        if code in (3, 4):  # over, though abandoned first: its status says how it ended
+            return ("deadline" if code == 3 else "interrupted"), None
         return ("deadline" if code == 1 else "interrupted"), pending[0]
 
     @staticmethod

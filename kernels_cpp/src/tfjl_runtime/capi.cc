@@ -268,11 +268,19 @@ int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const 
   };
   task->release = [](void* p) { delete static_cast<SessionRun*>(p); };
   julia.submit_detachable(task);
-  switch (julia.wait_detached(task, timeout_us)) {
+  const JuliaThread::WaitResult result = julia.wait_detached(task, timeout_us);
+  switch (result) {
     case JuliaThread::WaitResult::kDone:
       JuliaThread::release(task);
       *pending = nullptr;
       return 0;
+    case JuliaThread::WaitResult::kDoneAfterDeadline:
+    case JuliaThread::WaitResult::kDoneAfterInterrupt: {
+      const bool deadline = result == JuliaThread::WaitResult::kDoneAfterDeadline;
+      JuliaThread::release(task);
+      *pending = nullptr;
+      return deadline ? 3 : 4;
+    }
     case JuliaThread::WaitResult::kDeadline:
       *pending = task;
       return 1;
