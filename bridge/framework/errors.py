@@ -83,11 +83,22 @@ def raise_pending_signals() -> None:
     ctypes.pythonapi.PyErr_CheckSignals()
 
 
-def forget_thread_status(s: Status) -> None:
-    """Stop handing out ``s`` as this thread's status (something still
-    writes into it: an abandoned run); the next ``status()`` is a new one."""
-    if getattr(_local, "status", None) is s:
-        del _local.status
+def lease_status() -> Status:
+    """This thread's status, taken out of reuse until ``return_status``: for
+    a run that may be abandoned and go on writing into it.  Whatever
+    happens before it is given back (a KeyboardInterrupt as the run
+    returns), a later run on this thread gets a status of its own, never
+    one an abandoned run still writes into."""
+    s = getattr(_local, "status", None)
+    if s is None:
+        return Status()
+    _local.status = None
+    return s
+
+
+def return_status(s: Status) -> None:
+    """Give back a status ``lease_status`` took, once nothing writes into it."""
+    _local.status = s
 
 
 def check(s: Status, context: str = "") -> None:

@@ -10,8 +10,8 @@ import numpy as np
 from . import _proto as pb
 from ._lib import CTypes as C
 from ._lib import ffi, lib
-from .errors import (CancelledError, DeadlineExceededError, Status, check, forget_thread_status,
-                     raise_pending_signals, status)
+from .errors import (CancelledError, DeadlineExceededError, Status, check, lease_status, raise_pending_signals,
+                     return_status, status)
 from .graph import Graph, Output, get_default_graph
 from .run_plan import RunPlan, expand_feeds, fetched, plan_key, value_of_feed
 from .tensor import Tensor
@@ -155,9 +155,12 @@ class Session:
         self._feed_targets: dict = {}  # (operation, index) -> (its name in errors, its static shape)
         self._plans: dict = {}  # plan_key -> RunPlan, the oldest first
         self._plans_lock = threading.Lock()
-        # julia_thread runs abandoned (deadline, interrupt) but still going on
-        # Julia's thread: (handle, what they use) until they are over.
-        self._detached: list = []
+        # julia_thread runs, from before each starts until it is known over:
+        # slot -> (slot, what the run uses, its outputs array, how many).
+        # Registered before the run, so that a run abandoned (deadline,
+        # interrupt) but still going on Julia's thread keeps what it uses
+        # whatever Python raises meanwhile (see _execute).
+        self._julia_runs: dict = {}
 
     def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None,
             timeout: Optional[float] = None) -> Any:
@@ -284,13 +287,13 @@ class Session:
             opts = ffi.new(C.buffer_ptr)
             raw = ffi.new(C.char_array, run_options)
             opts.data, opts.length = raw, len(run_options)
-        s = status()
-        args = (self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
-                ffi.NULL, s.ptr)
-        if self._runner is not None:
-            self._run_on_julia_thread(args, held, plan, raw, s, c_out_vals, n_out, run_options)
+        if self._runner is None:
+            s = status()
+            lib.TF_SessionRun(self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg,
+                              n_tg, ffi.NULL, s.ptr)
         else:
-            lib.TF_SessionRun(*args)
+            s = self._run_on_julia_thread(opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
+                                          raw if run_options else None, _timeout_of(run_options))
         code = lib.TF_GetCode(s.ptr)
         if code:
             if self._closed and code == CancelledError.code:  # close() cancelled this run
@@ -312,23 +315,38 @@ class Session:
             got = [value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
         return plan.fetch.rebuild(got)
 
-    def _run_on_julia_thread(self, args: tuple, held: list, plan: RunPlan, raw: Any, s: Status, c_out_vals: Any,
-                             n_out: int, run_options: Optional[bytes]) -> None:
-        """TF_SessionRun(*args) on Julia's thread (a julia_thread session); a
-        run abandoned there (deadline, interrupt) raises, its arguments kept
-        alive until it is over."""
+    def _run_on_julia_thread(self, opts, plan: RunPlan, c_in_vals, n_in: int, c_out_vals, n_out: int, n_tg: int,
+                             held: list, raw, timeout: Optional[float]) -> Status:
+        """TF_SessionRun on Julia's thread (a julia_thread session); returns
+        the run's status, or raises if the run was abandoned.
+
+        An abandoned run goes on on Julia's thread, reading its arguments and
+        writing its outputs and status when it ends; Python raises the
+        KeyboardInterrupt of the Ctrl-C that abandoned it as soon as the
+        runtime returns, before anything here runs.  So the run is recorded
+        before it starts (the runtime leaves its handle in the recorded slot
+        as it returns) and its status is leased, not this thread's shared
+        one: nothing it writes can reach a later run, and nothing it uses is
+        freed before it is over (_reap_detached)."""
         self._reap_detached(wait=False)
-        abandoned = self._runner.run(*args, timeout=_timeout_of(run_options))
-        if abandoned is None:
-            return
-        why, handle = abandoned
-        # The run will still write its status: this thread needs another one.
-        forget_thread_status(s)
-        # Still going on Julia's thread: everything it uses stays alive until it is over.
-        with self._runs_lock:
-            self._detached.append((handle, (args, held, plan, raw, s), c_out_vals, n_out))
-        if why == "deadline":
-            raise DeadlineExceededError(f"Session.run: deadline of {_timeout_of(run_options):g} s exceeded; "
+        s = lease_status()
+        args = (self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
+                ffi.NULL, s.ptr)
+        # A new slot each run: its state only ever moves forward (not
+        # returned, then over or abandoned), so whoever reads it knows whose run it is.
+        slot = self._runner.new_slot()
+        self._julia_runs[slot] = (slot, (args, held, plan, raw, s), c_out_vals, n_out)
+        abandoned = self._runner.run(*args, timeout=timeout, slot=slot)
+        if abandoned is None or abandoned[1] is None:
+            self._julia_runs.pop(slot, None)
+            return_status(s)  # the run is over: nothing writes into it any more
+            if abandoned is None or lib.TF_GetCode(s.ptr) == lib.TF_OK:
+                return s
+            # It ended after an interrupt or deadline abandoned it, failing
+            # because of it (its Julia code threw InterruptException).
+            lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
+        if abandoned[0] == "deadline":
+            raise DeadlineExceededError(f"Session.run: deadline of {timeout:g} s exceeded; "
                                         "its Julia ops were abandoned and their outputs are discarded")
         raise_pending_signals()
         raise CancelledError("Session.run was interrupted (bridge.julia.interrupt or Ctrl-C); its Julia "
@@ -414,26 +432,32 @@ class Session:
 
     def _reap_detached(self, wait: bool) -> None:
         """Free what abandoned julia_thread runs used once they are over
-        (``wait``: wait for each, as the session is about to be deleted)."""
-        if not self._detached:
+        (``wait``: wait for each, as the session is about to be deleted;
+        no run is in flight then).  Each record is taken out of
+        ``_julia_runs`` by one thread only (dict.pop), whichever comes first."""
+        if not self._julia_runs:
             return
-        with self._runs_lock:
-            detached, self._detached = self._detached, []
-        still = []
-        for entry in detached:
-            handle, _keep, c_out_vals, n_out = entry
+        for slot in list(self._julia_runs):
+            returned, handle = self._runner.slot_state(slot)
+            if not returned:  # its run is in the runtime now, or Python raised before calling it
+                if wait:  # close(): no run is in flight, so it never started
+                    self._julia_runs.pop(slot, None)
+                continue
+            if handle is None:  # over: its caller has its results
+                self._julia_runs.pop(slot, None)
+                continue
             if wait:
                 self._runner.wait(handle)
             elif not self._runner.is_done(handle):
-                still.append(entry)
                 continue
+            entry = self._julia_runs.pop(slot, None)
+            if entry is None:
+                continue  # another thread freed it
+            _, _keep, c_out_vals, n_out = entry
             for i in range(n_out):  # what the run fetched, for nobody
                 if c_out_vals[i] != ffi.NULL:
                     lib.TF_DeleteTensor(c_out_vals[i])
             self._runner.release(handle)
-        if still:
-            with self._runs_lock:
-                self._detached.extend(still)
 
     def __enter__(self) -> "Session":
         return self

@@ -348,14 +348,22 @@ class JuliaThreadRunner:
     thread while that thread waits for the run.)"""
 
     def run(self, session, run_options, inputs, input_values, ninputs: int, outputs, output_values,
-            noutputs: int, targets, ntargets: int, run_metadata, status, timeout: Optional[float] = None):
+            noutputs: int, targets, ntargets: int, run_metadata, status, timeout: Optional[float] = None,
+            slot=None):
         """``TF_SessionRun`` with the same arguments (cdata of bridge.framework._lib).
 
         Returns None once the run is over, or, when ``timeout`` (seconds)
         passed or an interrupt came first, ``("deadline" | "interrupted",
         handle)``: the run was abandoned but may still be using every
         argument on Julia's thread; keep them alive until ``is_done(handle)``
-        (or ``wait(handle)``), then ``release(handle)``.
+        (or ``wait(handle)``), then ``release(handle)``.  A handle of None:
+        the run is over, though abandoned first; its result stands if
+        ``status`` is OK, and an error there is the abandon's doing.
+
+        ``slot`` (from ``new_slot``) also receives the handle, as the runtime
+        returns: a caller that records the slot before the call keeps an
+        abandoned run even if Python raises before this returns (the
+        KeyboardInterrupt of the Ctrl-C that abandoned it does, at once).
         """
         rt = _runtime()
         forked = rt.tfjl_forked()
@@ -364,7 +372,7 @@ class JuliaThreadRunner:
                              + _ffi.string(forked).decode(errors="replace"), _FAILED_PRECONDITION)
         # The arguments are cdata of bridge.framework._lib's FFI; the runtime takes them type-erased.
         ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
-        pending = _ffi.new("void**")
+        pending = slot if slot is not None else self.new_slot()
         timeout_us = -1 if timeout is None else max(0, int(timeout * 1e6))
         code = rt.tfjl_session_run_on_julia_thread(
             ptr(_lib.lib.TF_SessionRun), ptr(session), ptr(run_options), ptr(inputs), arr(input_values),
@@ -372,7 +380,26 @@ class JuliaThreadRunner:
             ptr(status), timeout_us, pending)
         if code == 0:
             return None
+        if code in (3, 4):  # over, though abandoned first: its status says how it ended
+            return ("deadline" if code == 3 else "interrupted"), None
         return ("deadline" if code == 1 else "interrupted"), pending[0]
+
+    @staticmethod
+    def new_slot():
+        """Where ``run`` leaves an abandoned run's handle; see ``slot_state``."""
+        slot = _ffi.new("void*[1]")
+        slot[0] = _NOT_RETURNED
+        return slot
+
+    @staticmethod
+    def slot_state(slot):
+        """``(returned, handle)``: whether ``run`` with this slot has returned
+        from the runtime (False: it has not, or was never called), and the
+        handle of the run it abandoned (None: the run is over)."""
+        handle = slot[0]
+        if handle == _NOT_RETURNED:
+            return False, None
+        return True, (handle if handle != _ffi.NULL else None)
 
     @staticmethod
     def is_done(handle) -> bool:
@@ -387,6 +414,8 @@ class JuliaThreadRunner:
         _rt.tfjl_run_release(handle)
 
 
+# A slot's value until the runtime writes it (it writes NULL or a handle as it returns).
+_NOT_RETURNED = _ffi.cast("void*", 1)
 _RUNNER = JuliaThreadRunner()
 
 

@@ -119,7 +119,14 @@ typedef void (*tfjl_session_run_fn)(void* session, const void* run_options, cons
  * argument.  *pending then receives a handle: keep the arguments (and the
  * tensors they point to) alive until tfjl_run_is_done(*pending) or
  * tfjl_run_wait(*pending) says the run is over, then free what the run
- * produced and the handle (tfjl_run_release). */
+ * produced and the handle (tfjl_run_release).  *pending is written once, as
+ * the function returns (NULL when the run is over): a caller that must not
+ * lose an abandoned run, whatever happens after the call (Python raising
+ * KeyboardInterrupt as it returns), records *pending's address before the
+ * call, set to a value of its own.  Returns 3 (a deadline) or 4 (an
+ * interrupt) when the run ended although it had been abandoned first
+ * (*pending NULL): its outputs and status are its own, and an error status
+ * is the abandon's doing (the Julia code threw InterruptException). */
 int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session,
         const void* run_options, const void* inputs, void* const* input_values, int ninputs,
         const void* outputs, void** output_values, int noutputs,

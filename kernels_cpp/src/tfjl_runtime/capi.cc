@@ -238,7 +238,9 @@ int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const 
                                      const void* outputs, void** output_values, int noutputs,
                                      const void* const* targets, int ntargets, void* run_metadata, void* status,
                                      int64_t timeout_us, void** pending) {
-  *pending = nullptr;
+  // *pending is written only as this returns: a caller that set it to a
+  // value of its own before the call can tell whether the call returned
+  // (bridge/framework/session.py registers the run before it starts).
   const SessionRun run{reinterpret_cast<tfjl_session_run_fn>(tf_session_run), session, run_options, inputs,
                        input_values, ninputs, outputs, output_values, noutputs, targets, ntargets, run_metadata,
                        status};
@@ -247,10 +249,12 @@ int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const 
     // Without Julia the run still happens, on this thread: its Julia ops then
     // fail with the start error in `status`, which this function cannot set.
     run();
+    *pending = nullptr;
     return 0;
   }
   if (JuliaThread::on_julia_thread()) {  // nothing to hand over, nobody to time out
     run();
+    *pending = nullptr;
     return 0;
   }
   tfjl::detail::ensure_sigint_hook();
@@ -264,10 +268,19 @@ int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const 
   };
   task->release = [](void* p) { delete static_cast<SessionRun*>(p); };
   julia.submit_detachable(task);
-  switch (julia.wait_detached(task, timeout_us)) {
+  const JuliaThread::WaitResult result = julia.wait_detached(task, timeout_us);
+  switch (result) {
     case JuliaThread::WaitResult::kDone:
       JuliaThread::release(task);
+      *pending = nullptr;
       return 0;
+    case JuliaThread::WaitResult::kDoneAfterDeadline:
+    case JuliaThread::WaitResult::kDoneAfterInterrupt: {
+      const bool deadline = result == JuliaThread::WaitResult::kDoneAfterDeadline;
+      JuliaThread::release(task);
+      *pending = nullptr;
+      return deadline ? 3 : 4;
+    }
     case JuliaThread::WaitResult::kDeadline:
       *pending = task;
       return 1;
@@ -275,6 +288,7 @@ int tfjl_session_run_on_julia_thread(void* tf_session_run, void* session, const 
       *pending = task;
       return 2;
   }
+  *pending = nullptr;  // not reached
   return 0;
 }
 

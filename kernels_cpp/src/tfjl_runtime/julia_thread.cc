@@ -392,9 +392,14 @@ JuliaThread::WaitResult JuliaThread::wait_detached(Task* task, int64_t timeout_u
     lock.lock();
     deadline = true;
   }
-  // A run that finished counts, even if an interrupt came meanwhile; one
-  // skipped (abandoned before it started) did not happen.
-  if (task->done && !task->skipped) return WaitResult::kDone;
+  // A run that finished counts, even if an interrupt came meanwhile (the
+  // caller then looks at how it ended); one skipped (abandoned before it
+  // started) did not happen.  abandon_reason is set before done can be:
+  // abandon_locked holds the queue lock, which execute() takes first.
+  if (task->done && !task->skipped) {
+    if (task->abandon_reason == nullptr) return WaitResult::kDone;
+    return deadline ? WaitResult::kDoneAfterDeadline : WaitResult::kDoneAfterInterrupt;
+  }
   return deadline ? WaitResult::kDeadline : WaitResult::kInterrupted;
 }
 

@@ -110,7 +110,11 @@ class JuliaThread {
   // A detachable task (see Task): queued with refs = 2; the caller then
   // waits with wait_detached and drops its reference with release().
   void submit_detachable(Task* task);
-  enum class WaitResult { kDone, kDeadline, kInterrupted };
+  // kDoneAfterDeadline / kDoneAfterInterrupt: the run ended, but a deadline
+  // or an interrupt had abandoned it first; its result stands if it
+  // succeeded, and an error it ended with is the abandon's doing (its Julia
+  // code threw InterruptException, or an inline kernel stopped the run).
+  enum class WaitResult { kDone, kDeadline, kInterrupted, kDoneAfterDeadline, kDoneAfterInterrupt };
   // Waits for a detachable task until it is done, `deadline` passes
   // (timeout_us < 0: none), or an interrupt abandons it.  On kDeadline the
   // task is abandoned here: Julia code that checks (TFBridge.checkinterrupt)
