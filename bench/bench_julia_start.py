@@ -14,6 +14,7 @@ op's library, including its Julia file (ForwardDiff's `import` for
 TwoLayer, its precompiled files already made), the first run.
 
 ``--quick``: two rounds (a check that it runs).
+"""
 from __future__ import annotations
 
 import json

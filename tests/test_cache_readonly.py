@@ -216,10 +216,12 @@ def test_a_read_only_cache_holding_julias_image_starts_julia_from_it(twice, tmp_
     (entry / sysimage.IMAGE_NAME).symlink_to(image)  # the same file, in a read-only cache
     for folder in (entry, entry.parent, cache):
         _read_only(folder)
-    code = _LOAD_AND_RUN + '\n    print("IMAGE", bridge.julia.eval("unsafe_string(Base.JLOptions().image_file)"))\n'
+    code = _LOAD_AND_RUN + ('\n    print("IMAGE", os.environ["TFBRIDGE_JULIA_IMAGE"])'
+                            '\n    print("STARTED", bridge.julia.eval("unsafe_string(Base.JLOptions().image_file)"))\n')
     proc = run_child(code, TFBRIDGE_CACHE_DIR=str(cache), OP_DIR=str(directory))
     assert proc.returncode == 0, _output(proc)
     assert f"IMAGE {entry / sysimage.IMAGE_NAME}\n" in proc.stdout, _output(proc)
+    assert f"STARTED {image}\n" in proc.stdout, _output(proc)  # Julia follows the link
     assert "replacing module TFBridge" not in proc.stderr, _output(proc)
 
 

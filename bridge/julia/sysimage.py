@@ -18,7 +18,6 @@ TFBridge.jl, as without it.  Nothing builds it lazily: a build takes minutes.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import platform
 import sys
@@ -159,10 +158,3 @@ def build_image(progress: Callable[[str], None] = lambda line: print(line, file=
         cache.prune(image_dir(), keep=key, newest=1 + KEEP_OLD, is_entry=lambda p: (p / IMAGE_NAME).is_file())
     return entry / IMAGE_NAME
 
-
-def describe(config: Optional[JuliaConfig] = None) -> dict:
-    """What ``bridge.julia.init`` would start from, for tools and tests."""
-    config = config or julia_config()
-    image = current_image(config)
-    return {"image": str(image or config.image), "with_tfbridge": image is not None,
-            "expected": str(image_path(config)), **dataclasses.asdict(config)}
