@@ -272,3 +272,38 @@ def test_building_an_image_already_built_is_quick_and_says_so():
     said = [line for line in proc.stderr.splitlines() if line.startswith("tf-julia-bridge:")]
     assert said == [f"tf-julia-bridge: Julia's system image with TFBridge is up to date: {image}"], _output(proc)
 
+
+
+# ------------------------------------------------------------------ TFBridge.__init__
+
+_INIT_DIRECTLY = """
+import ctypes, os, sys
+from bridge.julia import runtime as julia_runtime
+config = julia_runtime.julia_config()
+ctypes.CDLL("libgcc_s.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+ctypes.CDLL(config.libjulia, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+rt = ctypes.CDLL(str(julia_runtime.runtime_library()))
+err = ctypes.create_string_buffer(4096)
+status = rt.tfjl_init(config.bindir.encode(), sys.argv[1].encode(), sys.argv[2].encode(), err, 4096)
+print("status", status)
+print("error", err.value.decode())
+"""
+
+
+@pytest.mark.parametrize("start", ["image", "include"])
+def test_a_failing_tfbridge_init_is_reported_as_a_failed_start(start, tmp_path):
+    """``__init__`` runs as the image starts, where a throw would end the
+    process: its failure (here TFBRIDGE_JULIA_DEPOT naming no folder, which
+    bridge.julia.init checks first, but a kernel's lazy start does not) is
+    kept and reported by tfjl_init, the same way whichever way TFBridge came."""
+    image = _image_or_skip() if start == "image" else Path(buildtools.julia_config().image)
+    missing = tmp_path / "no-depot"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFBRIDGE_JULIA_")}
+    env.update(PYTHONPATH=str(REPO), TFBRIDGE_JULIA_DEPOT=str(missing))
+    proc = subprocess.run([sys.executable, "-c", _INIT_DIRECTLY, str(image),
+                           str(paths.julia_dir() / julia_runtime.BRIDGE_JL)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    report = _report(proc)
+    assert report["status"] != "0", _output(proc)
+    assert report["error"].startswith(f"TFBridge.__init__ failed: ArgumentError: TFBRIDGE_JULIA_DEPOT={missing}: "
+                                      f"{missing} is not a folder"), _output(proc)
