@@ -46,7 +46,8 @@ julia:
 
 # Julia's system image with TFBridge built in (bridge/julia/sysimage.py), so
 # that Julia starts in a fraction of a second instead of compiling TFBridge.jl
-# at every start: about 5 minutes the first time on 2 cores, then a check of
+# at every start: about 3 minutes the first time on 2 cores (8 on a busy
+# machine), then a check of
 # its cache key (instant) until julia/ or Julia changes.  Without it everything
 # works, starting about a second slower.
 julia-image: $(STAMP) julia

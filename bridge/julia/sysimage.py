@@ -147,7 +147,7 @@ def build_image(progress: Callable[[str], None] = lambda line: print(line, file=
     with lock:
         if not (entry / IMAGE_NAME).is_file():
             progress(f"tf-julia-bridge: building Julia's system image with TFBridge (Julia {config.version}, "
-                     f"on {config.image}) in {entry}: a few minutes (about 5 on 2 cores) ...")
+                     f"on {config.image}) in {entry}: a few minutes (3 on 2 cores, more on a busy machine) ...")
             start = time.monotonic()
             with cache.staged_dir(entry, failed=entry.with_name(f"{entry.name}.failed"),
                                   failure=ImageBuildError) as work:
