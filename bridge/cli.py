@@ -9,6 +9,8 @@
                                         gradient test of the op (bridge.customop.gradtest)
     tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
                                         serve one task of a TensorFlow cluster until SIGTERM/SIGINT
+    tfbridge julia build-image          build Julia's system image with TFBridge in it (cached;
+                                        minutes): Julia then starts in a fraction of a second
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
@@ -84,6 +86,17 @@ def _gradtest(args: argparse.Namespace) -> int:
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
     given = ([] if args.inputs is None else ["--inputs", args.inputs]) + [f"--input={v}" for v in args.input]
     return subprocess.call([sys.executable, str(script), "--plot", plot, *given])
+
+
+def _julia_build_image(args: argparse.Namespace) -> int:
+    from bridge.julia import buildtools, runtime, sysimage
+
+    try:
+        sysimage.build_image()
+    except (sysimage.ImageBuildError, runtime.CacheNotWritableError, buildtools.ToolNotFoundError) as exc:
+        print(f"tfbridge: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
@@ -305,6 +318,14 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--compile", action="store_true", help="only the compile flags (-I)")
     which.add_argument("--link", action="store_true", help="only the link flags")
     p.set_defaults(run=_fortran)
+    julia = commands.add_parser("julia", help="the embedded Julia",
+                                description="Tools for the Julia that runs Julia ops.")
+    sub = julia.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("build-image", help="build Julia's system image with TFBridge in it (cached)",
+                       description="Build, once per Julia and TFBridge sources, the system image that makes "
+                                   "Julia start without compiling TFBridge (a few minutes; `make setup` runs "
+                                   "it). Without it, Julia starts from its own image and includes TFBridge.jl.")
+    p.set_defaults(run=_julia_build_image)
     return parser
 
 

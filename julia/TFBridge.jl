@@ -37,4 +37,30 @@ include("TFBridge/kernels.jl")
 include("TFBridge/dynamic_outputs.jl")
 include("TFBridge/environments.jl")
 
+# Why `__init__` failed in this process (one line), empty when it did not:
+# the runtime reports it as Julia's start failing (kernels_cpp/src/tfjl_julia/init.cc).
+# Kept rather than thrown, since a throw out of `__init__` at the start of an
+# image with this module built in would end the process.
+const INIT_ERROR = String[]
+
+# What belongs to the process, not to the module's code: set here, in every
+# process, whether TFBridge.jl was just included or the module came built into
+# Julia's system image (bridge/julia/sysimage.py), whose build process's
+# threads, pointers and environment must not carry over.
+function __init__()
+    empty!(INIT_ERROR)
+    empty!(ROOTS)
+    resize!(LAST_FAILURE, Threads.nthreads())
+    fill!(LAST_FAILURE, nothing)
+    RUNNING_CALL[] = C_NULL
+    INTERRUPTED_CALL[] = C_NULL
+    empty!(EXTRA_ENVIRONMENTS)
+    try
+        add_extra_depot!()
+    catch e
+        push!(INIT_ERROR, sprint(showerror, e))
+    end
+    return nothing
+end
+
 end # module TFBridge

@@ -198,6 +198,33 @@ def test_a_read_only_op_folder_with_a_built_op_loads(twice, tmp_path, permission
     assert f"RUNTIME {[str(copied)]!r}" in proc.stdout, _output(proc)
 
 
+def test_a_read_only_cache_holding_julias_image_starts_julia_from_it(twice, tmp_path, permissions_hold,
+                                                                     restore_permissions):
+    """Julia's system image with TFBridge (bridge/julia/sysimage.py) is read
+    from the cache as the runtime is: a read-only cache that holds it serves it."""
+    from bridge.julia import sysimage
+
+    if not permissions_hold:
+        pytest.skip("permission bits cannot be enforced on this machine (root keeps CAP_DAC_OVERRIDE)")
+    image = sysimage.current_image()
+    if image is None:
+        pytest.skip("Julia's system image with TFBridge is not built: `make julia-image` builds it")
+    directory, _ = twice
+    cache = tmp_path / "cache"
+    entry = cache / "julia-image" / image.parent.name
+    entry.mkdir(parents=True)
+    (entry / sysimage.IMAGE_NAME).symlink_to(image)  # the same file, in a read-only cache
+    for folder in (entry, entry.parent, cache):
+        _read_only(folder)
+    code = _LOAD_AND_RUN + ('\n    print("IMAGE", os.environ["TFBRIDGE_JULIA_IMAGE"])'
+                            '\n    print("STARTED", bridge.julia.eval("unsafe_string(Base.JLOptions().image_file)"))\n')
+    proc = run_child(code, TFBRIDGE_CACHE_DIR=str(cache), OP_DIR=str(directory))
+    assert proc.returncode == 0, _output(proc)
+    assert f"IMAGE {entry / sysimage.IMAGE_NAME}\n" in proc.stdout, _output(proc)
+    assert f"STARTED {image}\n" in proc.stdout, _output(proc)  # Julia follows the link
+    assert "replacing module TFBridge" not in proc.stderr, _output(proc)
+
+
 # ------------------------------------------------------------------ what needs writing
 
 _LOAD_UNBUILT = """

@@ -3,7 +3,8 @@
 ``init()`` loads TensorFlow's libraries first (the LLVM clash, see
 ``bridge.framework._lib``), then libjulia RTLD_GLOBAL, then the runtime
 (libtfjl_runtime.so) through its own cffi instance, and starts Julia on the
-runtime's dedicated thread with julia/TFBridge.jl loaded.  Every Julia call
+runtime's dedicated thread with julia/TFBridge.jl loaded (built into Julia's
+system image where ``make setup`` built one: ``bridge.julia.sysimage``).  Every Julia call
 made here is handed to that thread by the runtime: Python threads never touch
 jl_* themselves, so all functions here may be called from any thread.
 
@@ -32,6 +33,7 @@ from cffi import FFI
 from bridge.framework import _lib
 from bridge.platform import paths
 from . import runtime as julia_runtime
+from . import sysimage as julia_sysimage
 from bridge.framework import errors as _errors
 
 __all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "is_initialized", "eval", "include",
@@ -120,11 +122,14 @@ def init() -> None:
         config = julia_runtime.julia_config()
         library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
         bridge_jl = paths.julia_dir() / "TFBridge.jl"
+        # The image with TFBridge built in, where `make setup` built it for
+        # these sources; else Julia's own, and the runtime includes bridge_jl.
+        image = str(julia_sysimage.current_image(config) or config.image)
         _absolute_extra_depot()
         # Kernels that run before init (or in child processes) start Julia
         # from these; they must find the same installation.
         os.environ["TFBRIDGE_JULIA_BINDIR"] = config.bindir
-        os.environ["TFBRIDGE_JULIA_IMAGE"] = config.image
+        os.environ["TFBRIDGE_JULIA_IMAGE"] = image
         os.environ["TFBRIDGE_JULIA_BRIDGE_JL"] = str(bridge_jl)
         # The sysimage resolves jl_* through the global namespace.
         # libjulia brings libunwind, whose _Unwind_* would then win global
@@ -136,7 +141,7 @@ def init() -> None:
         _pinned.append(ctypes.CDLL(config.libjulia, mode=os.RTLD_GLOBAL | os.RTLD_NOW))
         rt = _open_runtime(library)
         err = _ffi.new("char[]", 4096)
-        if rt.tfjl_init(config.bindir.encode(), config.image.encode(), str(bridge_jl).encode(), err, 4096):
+        if rt.tfjl_init(config.bindir.encode(), image.encode(), str(bridge_jl).encode(), err, 4096):
             raise JuliaError(f"Julia {config.version} ({config.executable}) could not be initialised: "
                              f"{_ffi.string(err).decode(errors='replace')}")
         rt.tfjl_ensure_sigint_hook()  # Ctrl-C abandons Julia calls (install_interrupt_handler)

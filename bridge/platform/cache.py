@@ -14,6 +14,8 @@ The caches, each stating only its key and how to make its entry:
 - ``bridge.ops.opgen``: generated op modules and their bytecode, ``root()/ops/``;
 - ``bridge.julia.buildtools``: Julia's account of its installation, ``root()/julia-config/``;
 - ``bridge.julia.runtime``: the built runtime, ``root()/runtime/<key>/``;
+- ``bridge.julia.sysimage``: Julia's system image with TFBridge, ``root()/julia-image/<key>/``
+  (built only on request, by ``make setup``; a start without it includes TFBridge.jl);
 - ``bridge.customop.build``: built ops, ``<op folder>/build/<key>/``.
 
 The per-user cache (:func:`root`) may be read-only or impossible to create

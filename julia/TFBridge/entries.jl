@@ -10,9 +10,10 @@
 """
 Per Julia thread (`LAST_FAILURE[Threads.threadid()]`), the failure of the
 last compiled entry that failed on it, which the runtime reads back on the
-same thread right after the entry returns.
+same thread right after the entry returns.  Sized by `__init__`
+(TFBridge.jl), for this process's threads.
 """
-const LAST_FAILURE = Any[nothing for _ in 1:Threads.nthreads()]
+const LAST_FAILURE = Any[]
 
 """
     tensor(T, Val(N), data, k, ints, d, name)

@@ -7,8 +7,9 @@
 # - TFBRIDGE_JULIA_DEPOT: a read-only depot appended after the user's depots
 #   (the first one must stay writable: Julia writes precompiled files there),
 #   and its environments/v<major>.<minor> appended to the load path.  Done
-#   when this module loads, so both ways Julia starts (bridge.julia.init and
-#   a kernel's lazy start) see it.
+#   by `__init__` (TFBridge.jl) in every process, so every way Julia starts
+#   (bridge.julia.init and a kernel's lazy start, with TFBridge.jl included
+#   or built into the system image) sees it.
 # - op environments: customop.load stacks an op folder holding a
 #   Project.toml on the load path (use_op_environment), after the user's
 #   entries and before the extra depot's environment, so the op's own
@@ -150,4 +151,3 @@ function package_uuid(name::String)
     return "$uuid $loadable"
 end
 
-add_extra_depot!()

@@ -41,7 +41,16 @@ jl_value_t* lookup(jl_module_t* m, const char* name, std::string* missing) {
   return v;
 }
 
+// A system image built with TFBridge in it (bridge/julia/sysimage.py) has
+// Main.TFBridge already, its __init__ run as the image started: including
+// TFBridge.jl again would only define the same module a second time, slowly.
+bool image_has_bridge() {
+  jl_value_t* v = jl_get_global(jl_main_module, jl_symbol("TFBridge"));
+  return v != nullptr && jl_is_module(v);
+}
+
 std::string load_bridge_module(const InitParams& params) {
+  if (image_has_bridge()) return load_handles();
   jl_value_t* result = nullptr;
   if (!params.bridge_jl.empty()) {
     jl_function_t* include = jl_get_function(jl_base_module, "include");
@@ -124,7 +133,16 @@ std::string load_handles() {
   jl_value_t* last_failures = lookup(m, "LAST_FAILURE", &missing);
   jl_value_t* dtypes = lookup(m, "DTYPES", &missing);
   h.serve_on_threads = lookup(m, "serve_on_threads", &missing);
+  jl_value_t* init_error = lookup(m, "INIT_ERROR", &missing);
   if (!missing.empty()) return "TFBridge.jl lacks: " + missing;
+  // TFBridge.__init__ keeps its failure rather than throwing it (TFBridge.jl).
+  if (!jl_is_array(init_error)) return "TFBridge.INIT_ERROR is not a Vector{String}";
+  auto* init_errors = reinterpret_cast<jl_array_t*>(init_error);
+  if (jl_array_len(init_errors) > 0) {
+    jl_value_t* why = jl_array_ptr_ref(init_errors, 0);
+    return "TFBridge.__init__ failed: " +
+           (jl_is_string(why) ? std::string(jl_string_data(why), jl_string_len(why)) : std::string("?"));
+  }
   if (!jl_is_array(roots)) return "TFBridge.ROOTS is not a Vector{Any}";
   h.roots = reinterpret_cast<jl_array_t*>(roots);
   if (!jl_is_array(last_failures)) return "TFBridge.LAST_FAILURE is not a Vector{Any}";
