@@ -36,5 +36,6 @@ include("TFBridge/python.jl")
 include("TFBridge/kernels.jl")
 include("TFBridge/dynamic_outputs.jl")
 include("TFBridge/environments.jl")
+include("TFBridge/checks.jl")
 
 end # module TFBridge

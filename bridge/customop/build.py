@@ -26,7 +26,7 @@ from typing import Callable, Optional, Union
 from bridge.julia import buildtools, runtime as julia_runtime
 from bridge.platform import cache
 from bridge.platform.paths import OP_BUILD_DIR, OP_SPEC_FILE
-from . import codegen, toolchain
+from . import checks, codegen, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
 
@@ -116,6 +116,7 @@ def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -
                          "folder somewhere writable and load it from there") from exc
     with lock:
         if not library.is_file():
+            checks.announce_unsized_outputs(spec)
             started = time.monotonic()
             with cache.staged_dir(final, failed=root / f"{key}.failed", failure=BuildError) as work:
                 _build_in(spec, work, report)

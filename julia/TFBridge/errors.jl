@@ -74,7 +74,7 @@ function failure(e, bt, f)
     e = something(read_only_cause(e, f), e)
     # Formatting runs user show methods; it must not be able to throw out.
     text = try
-        t = error_text(e)
+        t = error_text(e) * method_error_hint(e)   # checks.jl
         b = backtrace_text(bt)
         isempty(b) ? t : t * "\n" * b
     catch inner
