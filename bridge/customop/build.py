@@ -26,7 +26,7 @@ from typing import Callable, Optional, Union
 from bridge.julia import buildtools, runtime as julia_runtime
 from bridge.platform import cache
 from bridge.platform.paths import OP_BUILD_DIR, OP_SPEC_FILE
-from . import checks, codegen, toolchain
+from . import checks, codegen, pch, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
 
@@ -179,7 +179,8 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         report(f"building {op}: checking the Julia runtime library...")
         runtime = toolchain.runtime_library()
         cmake = toolchain.cmake()
-    except toolchain.ToolchainError as exc:
+        cxx = buildtools.cxx_compiler()
+    except (toolchain.ToolchainError, buildtools.ToolNotFoundError) as exc:
         raise BuildError(f"cannot build {op}: {exc}") from exc
     except julia_runtime.RuntimeBuildError as exc:  # the runtime's own build failing
         raise BuildError(f"cannot build {op}: the tfjl runtime library failed to build: {exc}") from exc
@@ -195,7 +196,12 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         f"-DTF_DEFINITIONS={';'.join(tf.definitions)}",
         f"-DTFJL_INCLUDE_DIRS={';'.join(str(p) for p in julia.include_dirs)}",
         f"-DTFJL_RUNTIME_LIBRARY={runtime}",
+        f"-DCMAKE_CXX_COMPILER={cxx}",  # the compiler the precompiled header was made with
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",  # kept beside the library: how the kernel was compiled
     ]
+    header = pch.header(tf, list(julia.include_dirs), cmake, cxx, report)
+    if header is not None:
+        configure.append(f"-DTFJL_PCH={header}")
     report(f"building {op}: configuring...")
     buildtools.run(configure, log, what=op, step="configuring", error=BuildError)
     report(f"building {op}: compiling...")
@@ -205,4 +211,6 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         raise BuildError(f"building {op}: cmake succeeded but made no {library_name(spec)}; "
                          f"see {log}")
     julia_runtime.copy_runtime(runtime, work)  # the op's folder loads without the cache's runtime
+    if (objects / "compile_commands.json").is_file():
+        shutil.copy(objects / "compile_commands.json", work / "compile_commands.json")
     shutil.rmtree(objects, ignore_errors=True)  # object files: the .so is all that is used
