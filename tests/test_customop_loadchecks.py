@@ -38,7 +38,7 @@ double z(?) -> output
 @forward LoadProbeJl.sinc
 @backward LoadProbeJl.sinc_grad
 """
-# Another op name: refused before the build, these never take LoadProbe's name.
+# Another op name: refused before compiling, these never take LoadProbe's name.
 REBIND_SPEC = SPEC.replace("LoadProbe", "LoadRebind", 1)
 FORWARD = "sinc(y, z, x) = (y .= 2 .* x; z[] = [1.0]; nothing)"
 BACKWARD = "sinc_grad(grad_x, grad_y, grad_z, y, z, x) = (grad_x .+= 2 .* grad_y; nothing)"
@@ -79,7 +79,7 @@ def probe(tmp_path_factory):
     return folder, missing.value, [w for w in announced if issubclass(w.category, customop.DynamicOutputWarning)]
 
 
-def test_an_output_rebound_with_equals_is_refused_before_building_naming_file_line_and_fix(tmp_path):
+def test_an_output_rebound_with_equals_is_refused_before_compiling_naming_file_line_and_fix(tmp_path):
     folder = tmp_path.resolve() / "LoadRebind"
     folder.mkdir()
     (folder / "custom_op.txt").write_text(REBIND_SPEC)
@@ -93,7 +93,7 @@ def test_an_output_rebound_with_equals_is_refused_before_building_naming_file_li
     assert str(info.value) == (
         f"op LoadRebind: {source}:4: `y = ...` in LoadProbeJl.sinc rebinds the name y, so the output y keeps "
         "whatever its memory held (uninitialised values, and no error); write `y .= ...` instead")
-    assert not (folder / "build").exists()  # refused before the build
+    assert not (folder / "build").exists()  # refused before anything was compiled
     assert julia.eval("isdefined(Main, :LoadProbeJl) && isdefined(Main.LoadProbeJl, :LOADCHECK_FILE_RAN)") is False
 
 

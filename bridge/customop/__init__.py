@@ -112,7 +112,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
 
     Mistakes in the Julia file raise JuliaFunctionError before the op's first
     run (:mod:`bridge.customop.checks`): an output rebound with ``=`` in the
-    forward function (checked before the build, and before the file runs); then, after including
+    forward function (checked before a compile, and before the file runs); then, after including
     it, a forward or backward function that is missing, has no method taking
     the kernel's arguments, or is a function of Base or another module rather
     than the file's (``check_functions=False`` leaves these to the first run,
@@ -122,13 +122,23 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     from bridge import julia
 
     directory = Path(directory).resolve()
-    # The spec is parsed once, here; names loaded ops took, and outputs the
-    # Julia file rebinds (a parse, none of its code runs), are refused before the build.
-    spec, library = build_spec(directory, check=lambda spec: _check_before_building(spec, directory))
+    # The spec is parsed once, here; names loaded ops took are refused before
+    # the build, and outputs the Julia file rebinds (a parse: none of its code
+    # runs) before a compile, or where the op is cached, after finding it (Julia
+    # may need the runtime copy its build folder carries).
+    assignments_checked = []
+
+    def before_compiling(spec: OpSpec) -> None:
+        _check_output_assignments(spec, directory)
+        assignments_checked.append(True)
+    spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory),
+                               before_compiling=before_compiling)
     source = directory / julia_file_name(spec)
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
                                 f"{spec.forward} and {spec.backward} there")
+    if not assignments_checked:
+        _check_output_assignments(spec, directory)
     _check_names_are_free(spec, library)
     compiled = _entries_to_register(spec, library.parent / entries_file_name(spec))
     # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
@@ -205,9 +215,8 @@ def _register_entries(source: Path, ops: list[str]) -> None:
         julia.register_entry(op, pointer)
 
 
-def _check_before_building(spec: OpSpec, directory: Path) -> None:
-    """What load refuses before a build: a taken op name, an output rebound with `=`."""
-    _check_not_loaded_from_elsewhere(spec, directory)
+def _check_output_assignments(spec: OpSpec, directory: Path) -> None:
+    """Refuse an output the forward function rebinds with `=` (checks.py)."""
     source = directory / julia_file_name(spec)
     if source.is_file():  # a missing file is refused after the build, as before
         checks.check_output_assignments(spec, source)

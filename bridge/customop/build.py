@@ -73,17 +73,34 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
 
 
 def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None,
-               check: Optional[Callable[[OpSpec], None]] = None) -> tuple[OpSpec, Path]:
+               check: Optional[Callable[[OpSpec], None]] = None,
+               before_compiling: Optional[Callable[[OpSpec], None]] = None) -> tuple[OpSpec, Path]:
     """:func:`build`, also returning the spec it parsed (``customop.load``
     goes on with it rather than reading and parsing the file again).
     ``check(spec)``, when given, runs before anything is built or looked up
     in the build cache: ``customop.load`` refuses op names taken in this
-    process there, rather than after a build of a minute."""
+    process there, rather than after a build of a minute.
+    ``before_compiling(spec)`` runs only where the library is not cached,
+    before it is compiled (``customop.load`` checks the Julia file there)."""
     directory = Path(directory).resolve()
     spec = parse_file(directory / SPEC_FILE)
     if check is not None:
         check(spec)
+    if before_compiling is not None and not _is_cached(directory, spec):
+        try:
+            toolchain.runtime_library()  # what Julia needs, and the build first asks for
+        except (toolchain.ToolchainError, julia_runtime.RuntimeBuildError):
+            pass  # the build says what is missing
+        else:
+            before_compiling(spec)
     return spec, _build_parsed(directory, spec, progress)
+
+
+def _is_cached(directory: Path, spec: OpSpec) -> bool:
+    try:
+        return (directory / OP_BUILD_DIR / cache_key(spec) / library_name(spec)).is_file()
+    except toolchain.ToolchainError:
+        return False
 
 
 def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -> Path:
