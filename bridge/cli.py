@@ -3,7 +3,8 @@
     tfbridge customop init NAME [DIR] [--with-package PKG]... [--fortran]
                                         scaffold an op: custom_op.txt + a working Julia example
                                         (+ Project.toml listing the Julia packages it uses)
-    tfbridge customop build DIR         generate and compile lib<Op>.so (cached)
+    tfbridge customop build DIR...      generate and compile lib<Op>.so (cached); several folders
+                                        are built in parallel, one line per op
     tfbridge customop stub DIR          print Julia (or Fortran) skeletons for the spec's functions
     tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
@@ -48,8 +49,53 @@ def _customop_init(args: argparse.Namespace) -> int:
 def _customop_build(args: argparse.Namespace) -> int:
     from bridge import customop
 
-    print(customop.build(args.dir))
-    return 0
+    if len(args.dirs) == 1:
+        print(customop.build(args.dirs[0]))
+        return 0
+    return _build_in_parallel(args.dirs, args.jobs)
+
+
+def _build_in_parallel(dirs: Sequence[str], jobs: Optional[int]) -> int:
+    """Build independent op folders at once (each is one compile), printing
+    one line per op as it is done; 1 if any failed (each failure says why)."""
+    import os
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bridge import customop
+
+    jobs = jobs or min(len(dirs), os.cpu_count() or 1)
+    printing = threading.Lock()
+
+    def say(line: str, stream=sys.stdout) -> None:
+        with printing:
+            print(line, file=stream, flush=True)
+
+    def one(directory: str) -> bool:
+        started = time.monotonic()
+        steps: list[str] = []
+
+        def progress(message: str) -> None:
+            steps.append(message)
+            if "precompiled header" in message:  # shared by all the ops: said once, as it happens
+                say(f"tfbridge: {message}", sys.stderr)
+        try:
+            library = customop.build(directory, progress=progress)
+        except (customop.SpecError, customop.BuildError, FileNotFoundError, OSError) as exc:
+            say(f"{directory}: failed after {time.monotonic() - started:.1f} s: {exc}", sys.stderr)
+            return False
+        how = "built" if any(": done in " in step for step in steps) else "cached"
+        say(f"{directory}: {how} in {time.monotonic() - started:.1f} s -> {library}")
+        return True
+
+    started = time.monotonic()
+    say(f"tfbridge: building {len(dirs)} op folders, {jobs} at a time", sys.stderr)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, dirs))
+    say(f"tfbridge: {sum(results)} of {len(dirs)} built or cached in {time.monotonic() - started:.1f} s",
+        sys.stderr)
+    return 0 if all(results) else 1
 
 
 def _customop_stub(args: argparse.Namespace) -> int:
@@ -262,8 +308,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="a Fortran op: custom_op.txt and a working <op>.f90 (README, \"Fortran ops\")")
     p.set_defaults(run=_customop_init)
 
-    p = sub.add_parser("build", help="generate and compile the op library (cached)")
-    p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt")
+    p = sub.add_parser("build", help="generate and compile the op library (cached); several folders in parallel")
+    p.add_argument("dirs", metavar="DIR", nargs="+", help="folder holding custom_op.txt (several: built at once, "
+                                                          "one line per op)")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="how many folders to build at once (default: one per CPU, at most one per folder)")
     p.set_defaults(run=_customop_build)
 
     p = sub.add_parser("stub", help="print Julia skeletons of the spec's forward and backward functions")

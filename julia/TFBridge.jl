@@ -36,6 +36,7 @@ include("TFBridge/python.jl")
 include("TFBridge/kernels.jl")
 include("TFBridge/dynamic_outputs.jl")
 include("TFBridge/environments.jl")
+include("TFBridge/checks.jl")
 
 # Why `__init__` failed in this process (one line), empty when it did not:
 # the runtime reports it as Julia's start failing (kernels_cpp/src/tfjl_julia/init.cc).

@@ -26,7 +26,8 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from . import environment, fortran
+from . import checks, environment, fortran
+from .checks import DynamicOutputWarning, JuliaFunctionError, MissingBackwardWarning
 from .build import SPEC_FILE, BuildError, build, build_spec, cache_key
 from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
@@ -34,7 +35,8 @@ from .environment import JuliaPackageError
 from .spec import SpecError, op_types, parse, parse_file
 
 __all__ = ["init", "build", "load", "declare", "parse", "parse_file", "cache_key", "julia_stub", "SpecError",
-           "BuildError", "JuliaPackageError", "OpSpec", "Arg", "Attr", "Expr", "SPEC_FILE"]
+           "BuildError", "JuliaPackageError", "JuliaFunctionError", "MissingBackwardWarning", "DynamicOutputWarning",
+           "OpSpec", "Arg", "Attr", "Expr", "SPEC_FILE"]
 
 # The scaffold's Julia bodies, for its spec `double x(n)` -> `double y(n)`: y = 2x.
 _EXAMPLE_FORWARD = ["y .= 2 .* x"]
@@ -115,7 +117,7 @@ def _with_imports(julia_source: str, packages: Sequence[str]) -> str:
     return "".join(lines[:at]) + "\n" + using + "".join(lines[at:])
 
 
-def load(directory: Union[str, Path]) -> types.ModuleType:
+def load(directory: Union[str, Path], check_functions: bool = True) -> types.ModuleType:
     """Build the op if needed, include its Julia file, load lib<Op>.so and
     register its gradient; return the module of op functions (one per op,
     named in snake_case: ``ops.two_layer``, ``ops.two_layer_grad``).
@@ -127,19 +129,39 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
     loaded before.  An op name (or gradient op name) that a library loaded in
     this process registered is refused before the build, naming both folders.  A folder holding a Project.toml adds its environment to
     Julia's load path first; a package Julia cannot load raises
-    JuliaPackageError, naming it, the folder and how to add it."""
+    JuliaPackageError, naming it, the folder and how to add it.
+
+    Mistakes in the Julia file raise JuliaFunctionError before the op's first
+    run (:mod:`bridge.customop.checks`): an output rebound with ``=`` in the
+    forward function (checked before a compile, and before the file runs); then, after including
+    it, a forward or backward function that is missing, has no method taking
+    the kernel's arguments, or is a function of Base or another module rather
+    than the file's (``check_functions=False`` leaves these to the first run,
+    for functions defined later).  A missing backward function only warns
+    (MissingBackwardWarning): the op runs, its gradient op fails."""
     import bridge
     from bridge import julia
 
     directory = Path(directory).resolve()
-    # The spec is parsed once, here; names loaded ops took are refused before the build.
-    spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory))
+    # The spec is parsed once, here; names loaded ops took are refused before
+    # the build, and outputs the Julia file rebinds (a parse: none of its code
+    # runs) before a compile, or where the op is cached, after finding it (Julia
+    # may need the runtime copy its build folder carries).
+    assignments_checked = []
+
+    def before_compiling(spec: OpSpec) -> None:
+        _check_output_assignments(spec, directory)
+        assignments_checked.append(True)
+    spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory),
+                               before_compiling=before_compiling)
     if fortran.is_fortran(spec):  # no Julia: the kernels call the Fortran directly
         return _load_library(spec, library)
     source = directory / julia_file_name(spec)
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
                                 f"{spec.forward} and {spec.backward} there")
+    if not assignments_checked:
+        _check_output_assignments(spec, directory)
     _check_names_are_free(spec, library)
     compiled = _entries_to_register(spec, library.parent / entries_file_name(spec))
     # Julia first: bridge.julia loads TensorFlow before libjulia (their LLVMs clash otherwise).
@@ -155,6 +177,8 @@ def load(directory: Union[str, Path]) -> types.ModuleType:
         if explained is not None:
             raise explained from exc
         raise
+    if check_functions:
+        checks.check_functions(spec, source)
     module = bridge.load_op_library(library)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
@@ -192,9 +216,11 @@ def _entries_to_register(spec: OpSpec, source: Path) -> Optional[tuple[Path, lis
     """The op's compiled entries file (generated beside the library), checked
     against the spec before any Julia code runs, and the ops it has entries
     for (``entries(spec)``, in order); None where the op keeps the generic
-    path (string tensors, outputs sized by Julia, or TFBRIDGE_JULIA_ENTRIES=0)."""
+    path (string tensors, outputs sized by Julia, TFBRIDGE_JULIA_ENTRIES=0 or TFBRIDGE_JULIA_CHECK=1)."""
     if not source.is_file() or os.environ.get("TFBRIDGE_JULIA_ENTRIES") == "0":
         return None
+    if os.environ.get("TFBRIDGE_JULIA_CHECK") == "1":
+        return None  # the output check runs in the kernel's Finish, which only the generic path calls
     ops = [entry.op for entry in entries(spec)]
     text = source.read_text(encoding="utf-8")
     defined = re.findall(r"^function tfbridge_entry_(\w+)\(", text, re.MULTILINE)
@@ -217,6 +243,13 @@ def _register_entries(source: Path, ops: list[str]) -> None:
                            "rebuild the op (delete its build folder)")
     for op, pointer in zip(ops, pointers):
         julia.register_entry(op, pointer)
+
+
+def _check_output_assignments(spec: OpSpec, directory: Path) -> None:
+    """Refuse an output the forward function rebinds with `=` (checks.py)."""
+    source = directory / julia_file_name(spec)
+    if source.is_file():  # a missing file is refused after the build, as before
+        checks.check_output_assignments(spec, source)
 
 
 def _check_not_loaded_from_elsewhere(spec: OpSpec, directory: Path) -> None:

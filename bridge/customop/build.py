@@ -26,7 +26,7 @@ from typing import Callable, Optional, Union
 from bridge.julia import buildtools, runtime as julia_runtime
 from bridge.platform import cache
 from bridge.platform.paths import OP_BUILD_DIR, OP_SPEC_FILE
-from . import codegen, fortran, toolchain
+from . import checks, codegen, fortran, pch, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
 
@@ -75,19 +75,37 @@ def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> P
 
 
 def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None,
-               check: Optional[Callable[[OpSpec], None]] = None) -> tuple[OpSpec, Path]:
+               check: Optional[Callable[[OpSpec], None]] = None,
+               before_compiling: Optional[Callable[[OpSpec], None]] = None) -> tuple[OpSpec, Path]:
     """:func:`build`, also returning the spec it parsed (``customop.load``
     goes on with it rather than reading and parsing the file again).
     ``check(spec)``, when given, runs before anything is built or looked up
     in the build cache: ``customop.load`` refuses op names taken in this
-    process there, rather than after a build of a minute."""
+    process there, rather than after a build of a minute.
+    ``before_compiling(spec)`` runs only where a Julia op's library is not
+    cached, before it is compiled (``customop.load`` checks the Julia file
+    there)."""
     directory = Path(directory).resolve()
     spec = fortran.resolve_language(parse_file(directory / SPEC_FILE), directory)
     if fortran.is_fortran(spec):
         fortran.check_spec(spec)
     if check is not None:
         check(spec)
+    if before_compiling is not None and not fortran.is_fortran(spec) and not _is_cached(directory, spec):
+        try:
+            toolchain.runtime_library()  # what Julia needs, and the build first asks for
+        except (toolchain.ToolchainError, julia_runtime.RuntimeBuildError):
+            pass  # the build says what is missing
+        else:
+            before_compiling(spec)
     return spec, _build_parsed(directory, spec, progress)
+
+
+def _is_cached(directory: Path, spec: OpSpec) -> bool:
+    try:
+        return (directory / OP_BUILD_DIR / cache_key(spec) / library_name(spec)).is_file()
+    except toolchain.ToolchainError:
+        return False
 
 
 def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -> Path:
@@ -120,6 +138,7 @@ def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -
                          "folder somewhere writable and load it from there") from exc
     with lock:
         if not library.is_file():
+            checks.announce_unsized_outputs(spec)
             started = time.monotonic()
             with cache.staged_dir(final, failed=root / f"{key}.failed", failure=BuildError) as work:
                 _build_in(spec, work, report)
@@ -186,7 +205,8 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         report(f"building {op}: checking the Julia runtime library...")
         runtime = toolchain.runtime_library()
         cmake = toolchain.cmake()
-    except toolchain.ToolchainError as exc:
+        cxx = buildtools.cxx_compiler()
+    except (toolchain.ToolchainError, buildtools.ToolNotFoundError) as exc:
         raise BuildError(f"cannot build {op}: {exc}") from exc
     except julia_runtime.RuntimeBuildError as exc:  # the runtime's own build failing
         raise BuildError(f"cannot build {op}: the tfjl runtime library failed to build: {exc}") from exc
@@ -202,7 +222,12 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         f"-DTF_DEFINITIONS={';'.join(tf.definitions)}",
         f"-DTFJL_INCLUDE_DIRS={';'.join(str(p) for p in julia.include_dirs)}",
         f"-DTFJL_RUNTIME_LIBRARY={runtime}",
+        f"-DCMAKE_CXX_COMPILER={cxx}",  # the compiler the precompiled header was made with
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",  # kept beside the library: how the kernel was compiled
     ]
+    header = pch.header(tf, list(julia.include_dirs), cmake, cxx, report)
+    if header is not None:
+        configure.append(f"-DTFJL_PCH={header}")
     report(f"building {op}: configuring...")
     buildtools.run(configure, log, what=op, step="configuring", error=BuildError)
     report(f"building {op}: compiling...")
@@ -212,4 +237,6 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
         raise BuildError(f"building {op}: cmake succeeded but made no {library_name(spec)}; "
                          f"see {log}")
     julia_runtime.copy_runtime(runtime, work)  # the op's folder loads without the cache's runtime
+    if (objects / "compile_commands.json").is_file():
+        shutil.copy(objects / "compile_commands.json", work / "compile_commands.json")
     shutil.rmtree(objects, ignore_errors=True)  # object files: the .so is all that is used

@@ -377,6 +377,11 @@ def render(template: str, spec: OpSpec, **extra) -> str:
     return _environment().get_template(template).render(**ctx)
 
 
+def render_plain(template: str, **values) -> str:
+    """Render a template that no spec shapes (the precompiled header's: bridge.customop.pch)."""
+    return _environment().get_template(template).render(**values)
+
+
 def _tidy(code: str) -> str:
     """Drop the blank lines optional template sections leave behind: runs of
     them, and those right inside a function's braces."""

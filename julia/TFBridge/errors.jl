@@ -74,7 +74,7 @@ function failure(e, bt, f)
     e = something(read_only_cause(e, f), e)
     # Formatting runs user show methods; it must not be able to throw out.
     text = try
-        t = error_text(e)
+        t = error_text(e) * method_error_hint(e)   # checks.jl
         # An abandoned call's InterruptException goes to nobody; symbolising
         # its backtrace held up the run after a Ctrl-C by 0.3-0.9 s on a
         # loaded machine (the stale-interrupt stress, test_julia_interrupts.py).

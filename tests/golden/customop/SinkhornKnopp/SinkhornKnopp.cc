@@ -13,6 +13,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tfjl/kernel.h"
+#include "tfjl/output_check.h"
 
 namespace tensorflow {
 namespace {
@@ -71,12 +72,23 @@ class SinkhornKnoppOp : public tfjl::JuliaKernel {
     // Outputs of known shape.
     Tensor* l = nullptr;
     TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, TensorShape(), &l, "l"));
+    // TFBRIDGE_JULIA_CHECK=1: a pattern that Finish finds where sinkhorn_knopp wrote nothing.
+    if (tfjl::CheckOutputs()) {
+      tfjl::FillUnwritten(l);
+    }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->DynamicOutput(tfjl::DType::Float64, {-1, -1}, "p");
     frame->Output(l, "l");
     frame->Input(m, "m");
     frame->Input(iter, "iter");
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& /*args*/) override {
+    if (tfjl::CheckOutputs()) {  // TFBRIDGE_JULIA_CHECK=1 (tfjl/output_check.h)
+      TF_RETURN_IF_ERROR(tfjl::CheckWritten(ctx->mutable_output(1), "SinkhornKnopp", "l", "sinkhorn_knopp"));
+    }
     return absl::OkStatus();
   }
 };

@@ -13,6 +13,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tfjl/kernel.h"
+#include "tfjl/output_check.h"
 
 namespace tensorflow {
 namespace {
@@ -62,10 +63,21 @@ class SquareOp : public tfjl::JuliaKernel {
     // Outputs of known shape.
     Tensor* y = nullptr;
     TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 0, TensorShape(), &y, "y"));
+    // TFBRIDGE_JULIA_CHECK=1: a pattern that Finish finds where square wrote nothing.
+    if (tfjl::CheckOutputs()) {
+      tfjl::FillUnwritten(y);
+    }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->Output(y, "y");
     frame->Input(x, "x");
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& /*args*/) override {
+    if (tfjl::CheckOutputs()) {  // TFBRIDGE_JULIA_CHECK=1 (tfjl/output_check.h)
+      TF_RETURN_IF_ERROR(tfjl::CheckWritten(ctx->mutable_output(0), "Square", "y", "square"));
+    }
     return absl::OkStatus();
   }
 };

@@ -13,6 +13,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tfjl/kernel.h"
+#include "tfjl/output_check.h"
 
 namespace tensorflow {
 namespace {
@@ -80,6 +81,10 @@ class TokenizeOp : public tfjl::JuliaKernel {
     TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, first_last_shape, &first_last, "first_last"));
     Tensor* count = nullptr;
     TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 2, TensorShape(), &count, "count"));
+    // TFBRIDGE_JULIA_CHECK=1: a pattern that Finish finds where tokenize wrote nothing.
+    if (tfjl::CheckOutputs()) {
+      tfjl::FillUnwritten(count);
+    }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->DynamicOutput(tfjl::DType::String, {-1}, "tokens");
@@ -92,6 +97,10 @@ class TokenizeOp : public tfjl::JuliaKernel {
   }
 
   absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& args) override {
+    if (tfjl::CheckOutputs()) {  // TFBRIDGE_JULIA_CHECK=1 (tfjl/output_check.h)
+      TF_RETURN_IF_ERROR(tfjl::CheckWritten(ctx->mutable_output(2), "Tokenize", "count", "tokenize"));
+    }
+
     // Copy in the strings Julia wrote (dynamic outputs: allocated here).
     TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 0, args[0]));
     TF_RETURN_IF_ERROR(tfjl::FinishOutput(ctx, 1, args[1]));

@@ -16,6 +16,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tfjl/kernel.h"
+#include "tfjl/output_check.h"
 
 namespace tensorflow {
 namespace {
@@ -230,6 +231,11 @@ class TwoLayerOp : public tfjl::JuliaKernel {
     TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape({k, hidden_1}, &hidden_shape));
     Tensor* hidden = nullptr;
     TF_RETURN_IF_ERROR(tfjl::AllocateOutput(ctx, 1, hidden_shape, &hidden, "hidden"));
+    // TFBRIDGE_JULIA_CHECK=1: a pattern that Finish finds where two_layer! wrote nothing.
+    if (tfjl::CheckOutputs()) {
+      tfjl::FillUnwritten(y);
+      tfjl::FillUnwritten(hidden);
+    }
 
     // Julia's calling convention: outputs, then inputs, then attributes.
     frame->Output(y, "y");
@@ -243,6 +249,14 @@ class TwoLayerOp : public tfjl::JuliaKernel {
     frame->Attr(k_);
     frame->Attr(relu_);
     frame->Attr(mode_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(OpKernelContext* ctx, std::vector<tfjl::Arg>& /*args*/) override {
+    if (tfjl::CheckOutputs()) {  // TFBRIDGE_JULIA_CHECK=1 (tfjl/output_check.h)
+      TF_RETURN_IF_ERROR(tfjl::CheckWritten(ctx->mutable_output(0), "TwoLayer", "y", "two_layer!"));
+      TF_RETURN_IF_ERROR(tfjl::CheckWritten(ctx->mutable_output(1), "TwoLayer", "hidden", "two_layer!"));
+    }
     return absl::OkStatus();
   }
 

@@ -13,6 +13,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tfjl/kernel.h"
+#include "tfjl/output_check.h"
 
 namespace tensorflow {
 namespace {

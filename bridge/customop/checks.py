@@ -1,0 +1,140 @@
+"""Mistakes in an op's Julia file that ``customop.load`` catches before the
+op's first run, each with its fix in the message (the Julia side is
+julia/TFBridge/checks.jl):
+
+* an output rebound with ``=`` in the forward function (``y = 2x`` where
+  ``y .= 2x`` was meant), found by parsing the file with Julia's parser,
+  before any of its code runs;
+* a forward or backward function the file does not define, one without a
+  method taking the arguments the kernel passes, or a name that resolves to
+  a function of Base or another module rather than the op's own.
+
+And what a build announces: an output dynamic only because its size is ``?``.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+from .analysis import dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic
+from .model import Arg, Expr, OpSpec
+
+__all__ = ["JuliaFunctionError", "MissingBackwardWarning", "DynamicOutputWarning", "check_output_assignments",
+           "check_functions", "forward_parameters", "backward_parameters", "function_line",
+           "announce_unsized_outputs"]
+
+
+class JuliaFunctionError(ValueError):
+    """The op's Julia file does not give what its spec names, or writes an
+    output in a way that leaves it unset; the message names the file or spec
+    line and the fix."""
+
+
+class MissingBackwardWarning(UserWarning):
+    """The op's Julia file defines no backward function: the op runs, its
+    gradient op fails when it runs."""
+
+
+class DynamicOutputWarning(UserWarning):
+    """An output is dynamic only because its spec gives a ``?`` for its size."""
+
+
+def forward_parameters(spec: OpSpec) -> list[str]:
+    """The forward function's parameters, as the kernel passes them: outputs, inputs, attributes."""
+    return [a.name for a in spec.outputs + spec.inputs] + [t.name for t in spec.attrs]
+
+
+def backward_parameters(spec: OpSpec) -> list[str]:
+    """The backward function's: gradients out, gradients in, outputs, inputs, attributes."""
+    return ([f"grad_{a.name}" for a in grad_inputs(spec) + grad_outputs(spec)]
+            + forward_parameters(spec)[:len(spec.outputs) + len(spec.inputs)] + [t.name for t in spec.attrs])
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def function_line(spec: OpSpec, role: str) -> str:
+    """``path:line`` of the spec line naming the ``role`` ("forward",
+    "backward") function, and how: its directive, or the op name it defaults to."""
+    for number, line in enumerate(_NEWLINE.split(spec.source), start=1):
+        words = line.split("#", 1)[0].split()
+        if words and words[0] == f"@{role}":
+            return f"{spec.path}:{number}"
+    default = "snake_case of the op name" if role == "forward" else "the forward function's name + _grad"
+    return f"{spec.path}:{spec.line} (no @{role} line: the name is {default})"
+
+
+def check_output_assignments(spec: OpSpec, source: Path) -> None:
+    """Refuse a forward function that rebinds an output parameter (``y = ...``),
+    parsing ``source`` with Julia's parser (no code of it runs)."""
+    from bridge import julia
+
+    if not spec.outputs:
+        return
+    bound = dim_bindings(spec)
+    dynamic = "".join("1" if is_dynamic(spec, a, bound) else "0" for a in spec.outputs)
+    problem = julia.call("TFBridge.check_output_assignments", str(source), spec.forward, len(spec.outputs), dynamic)
+    if problem:
+        raise JuliaFunctionError(f"op {spec.name}: {problem}")
+
+
+def check_functions(spec: OpSpec, source: Path) -> None:
+    """After ``source`` was included: the forward function (and the backward
+    one, where the op has a gradient) exists, is the op file's own, and has a
+    method taking the kernel's arguments.  A missing backward function is a
+    MissingBackwardWarning (the op runs; its gradient op would fail)."""
+    from bridge import julia
+
+    roles = [("forward", spec.forward, forward_parameters(spec))]
+    if has_gradient(spec):
+        roles.append(("backward", spec.backward, backward_parameters(spec)))
+    for role, name, params in roles:
+        problem = julia.call("TFBridge.check_function", str(source), name, role, len(params), ", ".join(params),
+                             function_line(spec, role))
+        if not problem:
+            continue
+        if role == "backward" and " is not defined after including " in problem:
+            warnings.warn(f"op {spec.name}: {problem}; until then, its gradient op {spec.name}Grad fails when it "
+                          "runs", MissingBackwardWarning, stacklevel=3)
+            continue
+        raise JuliaFunctionError(f"op {spec.name}: {problem}")
+
+
+def unsized_outputs(spec: OpSpec) -> list[str]:
+    """Messages for the outputs dynamic only because a dimension is ``?``:
+    with each ``?`` named, every dimension would be known before the call."""
+    bound = dim_bindings(spec)
+    messages = []
+    for out in spec.outputs:
+        if None not in out.shape or not is_dynamic(spec, out, bound):
+            continue
+        if any(d is not None and is_dynamic(spec, Arg(out.name, out.dtype, (d,), out.line), bound)
+               for d in out.shape):
+            continue  # dynamic for another reason too (a name nothing binds)
+        shown = f"{out.name}({', '.join('?' if d is None else d.text if isinstance(d, Expr) else str(d) for d in out.shape)})"
+        like = next((a for a in spec.inputs if a.rank == out.rank), None)
+        if like is not None:
+            names = _dimension_names(spec, like)
+            fix = (f"write {out.name}({', '.join(names)}) with {like.name}({', '.join(names)}) to give it "
+                   f"{like.name}'s size")
+        else:
+            fix = (f"name its dimensions after an input's or an int64 attribute's (@attr int64 n) to give it "
+                   f"a size, or keep ? and assign {out.name}[] = A in Julia")
+        messages.append(f"{spec.path}:{out.line}: {shown} is dynamic: nothing determines its size; {fix}")
+    return messages
+
+
+def _dimension_names(spec: OpSpec, arg) -> list[str]:
+    """Names for ``arg``'s dimensions: its own where it names them, new ones (n, m, k, ...) for the rest."""
+    used = {d for a in spec.inputs + spec.outputs for d in a.shape if isinstance(d, str)}
+    used |= {a.name for a in spec.inputs + spec.outputs} | {t.name for t in spec.attrs}
+    fresh = (n for n in ["n", "m", "k", "p", "q", "r"] + [f"n{i}" for i in range(1, 100)] if n not in used)
+    return [d if isinstance(d, str) else d.text if isinstance(d, Expr) else str(d) if isinstance(d, int)
+            else next(fresh) for d in arg.shape]
+
+
+def announce_unsized_outputs(spec: OpSpec) -> None:
+    """Warn (DynamicOutputWarning), naming the line, about each output dynamic only because of a ``?``."""
+    for message in unsized_outputs(spec):
+        warnings.warn(message, DynamicOutputWarning, stacklevel=4)
