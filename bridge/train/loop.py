@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Union
 
 from bridge.framework.errors import OpError
 
+from .progress import stderr_is_terminal
 from .recovery import Checkpoints, is_recoverable
 
 __all__ = ["train_loop"]
@@ -33,13 +34,6 @@ def _say(line: str) -> None:
         logger.info(line)
     else:
         print(f"train_loop: {line}", file=sys.stderr, flush=True)
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
-        return False
 
 
 class _Bar:
@@ -168,7 +162,7 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
         is_chief = bool(getattr(session, "is_chief", True))
     checkpoints = Checkpoints(session, checkpoint_dir, saver, is_chief) if checkpoint_dir is not None else None
     first = checkpoints.start(session) if checkpoints is not None else 0
-    use_bar = _stderr_is_terminal() if progress is None else bool(progress)
+    use_bar = stderr_is_terminal() if progress is None else bool(progress)
     report = _Bar(steps, first) if use_bar else _Log(steps, log_every, first)
     fetches = train_op if loss is None else [train_op, loss]
     losses: list[Optional[float]] = []

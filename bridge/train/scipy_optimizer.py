@@ -32,8 +32,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import sys
-import time
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -43,6 +41,7 @@ from bridge.framework import dtypes
 from bridge import ops
 from bridge.framework.builders import Variable, placeholder, trainable_variables
 from bridge.framework.graph import Output
+from .progress import ScipyProgress
 
 __all__ = ["ScipyOptimizer"]
 
@@ -64,7 +63,6 @@ _RECENT = 8  # evaluated points remembered, to find the loss at scipy's iterates
 _RESULT_SIGNATURE = inspect.Signature([inspect.Parameter("intermediate_result",
                                                          inspect.Parameter.POSITIONAL_OR_KEYWORD)])
 _FLOAT64 = np.dtype(np.float64)
-PROGRESS_SECONDS = 1.0  # verbose=True off a terminal: at most one line per this many seconds
 
 
 @functools.lru_cache(maxsize=None)
@@ -510,7 +508,7 @@ class _Minimization:
         self.start_value: Optional[tuple] = None  # (x0's bytes, what evaluate returns there), used once
         self.held: Optional[bytes] = None  # the point the Variables hold, where known
         options = opt.options
-        self.progress = _Progress(f"ScipyOptimizer ({opt.method})", opt.verbose, options.get("maxiter"), opt)
+        self.progress = ScipyProgress(f"ScipyOptimizer ({opt.method})", opt.verbose, options.get("maxiter"), opt)
 
     def start(self) -> np.ndarray:
         """Read the starting point from the variables (one small run), clipped
@@ -644,64 +642,3 @@ class _Minimization:
         if x.tobytes() != self.held:
             self.session.run(self.opt._assign_all, {self.opt._x: x})
             self.held = x.tobytes()
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
-        return False
-
-
-class _Progress:
-    """What ``verbose`` shows on stderr.  True: a tqdm bar on a terminal, else
-    a line for the starting point, then at most one every PROGRESS_SECONDS,
-    and one at the end; an int N: a line every N iterations and at the end;
-    False (or 0): nothing."""
-
-    def __init__(self, name: str, verbose: Union[bool, int], maxiter: Optional[int], opt: ScipyOptimizer):
-        self.name, self.opt = name, opt
-        self.on = bool(verbose)
-        self.every = None if verbose is True else int(verbose)
-        self.bar = None
-        self.start = self.last = time.perf_counter()
-        if verbose is True and _stderr_is_terminal():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=maxiter, unit="it", desc=name, file=sys.stderr, dynamic_ncols=True, leave=True)
-
-    def _line(self, text: str) -> None:
-        print(f"{self.name}: {text}", file=sys.stderr, flush=True)
-
-    def iteration(self, k: int, f: float, evaluations: int) -> None:
-        if not self.on:
-            return
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"loss={f:.6g}", refresh=k == 0)
-            if k:
-                self.bar.update(1)
-            return
-        now = time.perf_counter()
-        if k == 0 or (k % self.every == 0 if self.every else now - self.last >= PROGRESS_SECONDS):
-            self.last = now
-            self._line(f"iteration {k}: loss {f:.9g}, {evaluations} evaluations, {now - self.start:.2f} s")
-
-    def close(self, result: Any, error: Optional[BaseException]) -> None:
-        if not self.on:
-            return
-        if self.bar is not None:
-            if error is not None:
-                self.bar.set_description_str(f"{self.name}: {type(error).__name__}", refresh=False)
-            self.bar.close()
-            if error is not None or result is None:
-                return
-        opt = self.opt
-        iterations = max(len(opt.history) - 1, 0)
-        spent = time.perf_counter() - self.start
-        if error is not None:
-            self._line(f"{type(error).__name__} in iteration {len(opt.history)}, after {opt.evaluations} "
-                       f"evaluations, {spent:.2f} s")
-            return
-        self._line(f"{'done' if result.success else 'stopped'} after {iterations} iterations, "
-                   f"{opt.evaluations} evaluations, {spent:.2f} s: loss {float(result.fun):.9g}; "
-                   f"{result.message}")
