@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -182,12 +183,28 @@ def test_forward_matches_numpy_with_named_dims_attrs_and_every_dtype(mix):
 
 
 def test_loading_and_running_a_fortran_op_starts_no_julia(mix):
-    """The module's ops were loaded and run without Julia: its kernels call the Fortran directly."""
-    from bridge.julia import host
-    g, ph, outs = _graph(mix)
-    with bridge.Session(g) as sess:
-        sess.run(outs[1], dict(zip(ph, _inputs(np.random.default_rng(9)))))
-    assert not host.is_initialized()
+    """The module's ops load and run without Julia: its kernels call the Fortran directly.
+    In a fresh process, as other tests of this one start Julia."""
+    folder = Path(mix.LIBRARY_PATH).parents[2]
+    code = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        import bridge
+        from bridge import customop
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        import test_customop_fortran as t
+        module = customop.load({str(folder)!r})
+        g, ph, outs = t._graph(module)
+        with bridge.Session(g) as sess:
+            sess.run(outs[1], dict(zip(ph, t._inputs(np.random.default_rng(9)))))
+        from bridge.julia import host
+        assert not host.is_initialized(), "Julia was started"
+        print("no julia")
+    """)
+    env = dict(os.environ, **{fortran.DEBUG_VARIABLE: "1"})  # the build the fixture made: a cache hit
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0 and "no julia" in proc.stdout, proc.stdout + proc.stderr[-3000:]
 
 
 def test_named_dimension_mismatch_is_invalid_argument(mix):

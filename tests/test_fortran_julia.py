@@ -70,12 +70,13 @@ def _reports(out: str) -> dict[str, tuple[int, str]]:
 @pytest.fixture(scope="module")
 def julia_model(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("julia_op")
-    customop.init("Twice", folder / "twice")
-    module = customop.load(folder / "twice")
+    # An op name of its own: other tests of the same process load ops named Twice.
+    customop.init("FortranTwice", folder / "fortran_twice")
+    module = customop.load(folder / "fortran_twice")
     g = bridge.Graph()
     with g.as_default():
         x = bridge.placeholder(bridge.float64, [None], name="x")
-        y = ops.add(ops.tanh(module.twice(x)), ops.sin(x), name="y")
+        y = ops.add(ops.tanh(module.fortran_twice(x)), ops.sin(x), name="y")
     xs = np.random.default_rng(4).normal(0, 1, 5)
     with bridge.Session(g) as sess:
         want = sess.run(y, {x: xs})
@@ -83,7 +84,7 @@ def julia_model(tmp_path_factory) -> dict:
     exe = compile_program(PROGRAM, folder, "julia_model")
     (folder / "x.bin").write_bytes(xs.tobytes())
     return {"folder": folder, "exe": exe, "library": str(module.LIBRARY_PATH),
-            "julia_file": str(folder / "twice" / "twice.jl"), "export": str(folder / "export"), "want": want}
+            "julia_file": str(folder / "fortran_twice" / "fortran_twice.jl"), "export": str(folder / "export"), "want": want}
 
 
 def _run(model: dict, julia_file: str, mode: str = "") -> dict[str, tuple[int, str]]:
