@@ -94,8 +94,31 @@ EXPRESSIONS = {
     "mask_of_op": ({"x": F}, "(x * 2)[x > 0]"),
     "boolean_mask_axis": ({"t": T, "n": T[0, :, 0] > 1}, "boolean_mask(t, n, axis=1)"),
     "boolean_mask_axis_2d": ({"t": T, "k": T[0] > 1}, "boolean_mask(t, k, axis=1)"),
+    # TF Python's reductions and matmul by TF's names: `tf` is tensorflow in the
+    # oracle and `bridge` here (bridge/ops/math_ops.py)
+    "reduce_sum_all": ({"t": T}, "tf.reduce_sum(t)"),
+    "reduce_sum_axis": ({"t": T}, "tf.reduce_sum(t, 1)"),
+    "reduce_sum_axes_keepdims": ({"t": T}, "tf.reduce_sum(t, [0, 2], keepdims=True)"),
+    "reduce_sum_unknown_rank": ({"t": {"value": T, "shape": None}}, "tf.reduce_sum(t)"),
+    "reduce_sum_unknown_dims": ({"t": {"value": T, "shape": [None, 5, None]}}, "tf.reduce_sum(t, axis=-1)"),
+    "reduce_sum_scalar": ({"x": np.float64(2.5)}, "tf.reduce_sum(x)"),
+    "reduce_sum_named": ({"t": T}, "tf.reduce_sum(t, 0, name='total')"),
+    "reduce_mean": ({"t": T}, "tf.reduce_mean(t, [1, 2])"),
+    "reduce_max_min": ({"t": T}, "(tf.reduce_max(t, 0), tf.reduce_min(t))"),
+    "reduce_prod": ({"x": F}, "tf.reduce_prod(x)"),
+    "reduce_any_all": ({"p": P}, "(tf.reduce_any(p), tf.reduce_all(p, keepdims=True))"),
+    "reduce_int": ({"a": A}, "tf.reduce_sum(a, 0)"),
+    "reduce_logsumexp": ({"t": T}, "tf.reduce_logsumexp(t * 100.0, 1)"),
+    "reduce_logsumexp_all_keepdims": ({"t": T}, "tf.reduce_logsumexp(t, keepdims=True)"),
+    "matmul": ({"t": T}, "tf.matmul(t[0], t[1], transpose_b=True)"),
+    "matmul_transpose_a": ({"t": T}, "tf.matmul(t[0], t[1], transpose_a=True)"),
+    "matmul_batch_adjoint": ({"t": T}, "tf.matmul(t, t, adjoint_b=True)"),
+    "matmul_batch_transpose": ({"t": T}, "tf.matmul(t, t, transpose_a=True, name='mm')"),
+    "matmul_complex_adjoint": ({"z": np.outer(Z, Z + 1j)}, "tf.matmul(z, z, adjoint_a=True)"),
 }
-GRAD = {k for k, (inputs, expr) in EXPRESSIONS.items() if expr.startswith(("t[", "(x", "boolean_mask("))} | {"chain"}
+GRAD = {k for k, (inputs, expr) in EXPRESSIONS.items() if expr.startswith(("t[", "(x", "boolean_mask(", "tf.reduce_sum(t", "tf.reduce_mean",
+                                                                                 "tf.reduce_logsumexp", "tf.reduce_prod",
+                                                                                 "(tf.reduce_max", "tf.matmul(t"))} | {"chain"}
 
 # Expressions TF refuses to build (TypeError or ValueError): so must the bridge.
 REFUSED = {
@@ -117,7 +140,7 @@ def _request() -> dict:
 
 
 def _placeholders(inputs: dict) -> tuple[dict, dict]:
-    ns, feed = {"np": np, "boolean_mask": bridge.boolean_mask}, {}
+    ns, feed = {"np": np, "boolean_mask": bridge.boolean_mask, "tf": bridge}, {}
     for name, spec in inputs.items():
         value, shape = (spec["value"], spec["shape"]) if isinstance(spec, dict) else (spec, np.shape(spec))
         arr = np.asarray(value)
@@ -189,8 +212,7 @@ def test_values_match_tensorflow(case, golden, built):
         if got.dtype == object:
             assert got.tolist() == want.tolist()
             continue
-        np.testing.assert_allclose(got.astype(np.float64) if got.dtype.kind == "c" else got, want
-                                   if got.dtype.kind != "c" else want.astype(np.float64), rtol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=1e-6)   # complex values: real and imaginary parts
 
 
 @pytest.mark.parametrize("case", sorted(GRAD))

@@ -15,7 +15,8 @@ Request::
 Every input is a Placeholder named like it (inside the case's scope), of
 the array's dtype and its shape (or ``shape``), fed the array.  ``expr``
 may evaluate to a tensor or to a tuple of tensors; it may call
-``boolean_mask`` (TF's ``tf.boolean_mask``).
+``boolean_mask`` (TF's ``tf.boolean_mask``) and ``tf`` (the bridge's
+test evaluates it with ``tf`` bound to ``bridge``).
 
 Response::
 
@@ -53,7 +54,7 @@ def _weights(shape: tuple, dtype) -> np.ndarray:
 
 def _build(case: dict, graph: tf.Graph, sess_feeds: dict) -> dict:
     scope = case["id"]
-    ns: dict = {"np": np, "boolean_mask": tf.boolean_mask}
+    ns: dict = {"np": np, "boolean_mask": tf.boolean_mask, "tf": tf}
     feed = {}
     with tf.compat.v1.name_scope(scope):
         for name, spec in case["inputs"].items():

@@ -1,0 +1,168 @@
+"""Math functions TF Python composes around its raw ops (``tf.reduce_sum``,
+``tf.matmul``, ...), under TF's names and with TF's arguments.
+
+The raw ops (``bridge.ops.sum``, ``bridge.ops.mat_mul``) need every input:
+``ops.sum(x, [0, 1])``.  These add what TF Python adds: ``axis=None``
+reducing every dimension, ``keepdims``, TF1's ``reduction_indices`` and
+``keep_dims``, ``transpose_a``/``adjoint_b`` for batches.  Each builds the
+nodes TF Python's ``math_ops.py`` builds, in its order and with its names
+(tests/test_math_ops.py compares the graphs through the oracle), so a graph
+the bridge writes reads like stock TF's and its gradients are TF's.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from bridge.framework import dtypes
+from bridge.framework.builders import constant, convert_to_output
+from bridge.framework.graph import Output, get_default_graph
+
+__all__ = ["matmul", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean",
+           "reduce_min", "reduce_prod", "reduce_sum"]
+
+
+def _ops() -> Any:
+    from bridge import ops  # the generated functions load on first use
+    return ops
+
+
+def _rank(x: Output) -> Output:
+    """``tf.rank(x)``: a Const named "Rank" where the rank is known, else a Rank op."""
+    with get_default_graph().name_scope("Rank") as scope:
+        if not x.shape.unknown_rank:
+            return constant(np.int32(len(x.shape)), dtypes.int32, name=scope)
+        return _ops().rank(x, name=scope)
+
+
+def _range_to(limit: Output) -> Output:
+    """``tf.range(0, limit)`` for an int32 ``limit``, as math_ops.range names it."""
+    with get_default_graph().name_scope("range") as scope:
+        start = constant(np.int32(0), dtypes.int32, name="start")
+        delta = constant(np.int32(1), dtypes.int32, name="delta")
+        return _ops().range(start, limit, delta, name=scope)
+
+
+def _reduction_dims(x: Output, axis: Any) -> Any:
+    """TF's ``_ReductionDims``: ``axis`` as given, else every dimension: a
+    Const where the rank is known and not 0, else ``range(0, rank(x))``."""
+    if axis is not None:
+        return axis
+    if not x.shape.unknown_rank and len(x.shape):
+        return constant(np.arange(len(x.shape), dtype=np.int32))
+    return _range_to(_rank(x))
+
+
+def _axis(axis: Any, reduction_indices: Any) -> Any:
+    if reduction_indices is not None:
+        if axis is not None:
+            raise ValueError("Cannot specify both 'axis' and 'reduction_indices'.")
+        return reduction_indices
+    return axis
+
+
+def _keepdims(keepdims: Any, keep_dims: Any) -> bool:
+    if keep_dims is not None:
+        if keepdims is not None:
+            raise ValueError("Cannot specify both 'keepdims' and 'keep_dims'.")
+        keepdims = keep_dims
+    return False if keepdims is None else bool(keepdims)
+
+
+def _may_reduce_to_scalar(keepdims: bool, axis: Any, output: Output) -> Output:
+    """A reduction of every axis is a scalar even where the input's shape is unknown."""
+    shape = output.shape
+    if not keepdims and axis is None and (shape.unknown_rank or any(d is None for d in shape)):
+        output.set_shape([])
+    return output
+
+
+def _reduction(raw: str, doc: str):
+    def reduce(input_tensor: Any, axis: Any = None, keepdims: Optional[bool] = None, name: Optional[str] = None,
+               reduction_indices: Any = None, keep_dims: Optional[bool] = None) -> Output:
+        axis = _axis(axis, reduction_indices)
+        keepdims = _keepdims(keepdims, keep_dims)
+        x = convert_to_output(input_tensor, name="input_tensor")
+        dims = _reduction_dims(x, axis)
+        return _may_reduce_to_scalar(keepdims, axis, getattr(_ops(), raw)(x, dims, keep_dims=keepdims, name=name))
+    reduce.__name__ = reduce.__qualname__ = f"reduce_{raw}"
+    reduce.__doc__ = (f"``tf.reduce_{raw}``: {doc} of ``input_tensor`` over ``axis`` (default: every "
+                      "dimension), keeping reduced dimensions with length 1 if ``keepdims``. TF1's "
+                      "``reduction_indices`` and ``keep_dims`` are accepted.")
+    return reduce
+
+
+reduce_sum = _reduction("sum", "the sum")
+reduce_mean = _reduction("mean", "the mean")
+reduce_max = _reduction("max", "the maximum")
+reduce_min = _reduction("min", "the minimum")
+reduce_prod = _reduction("prod", "the product")
+reduce_all = _reduction("all", "the logical and")
+reduce_any = _reduction("any", "the logical or")
+
+
+def reduce_logsumexp(input_tensor: Any, axis: Any = None, keepdims: Optional[bool] = None,
+                     name: Optional[str] = None, reduction_indices: Any = None,
+                     keep_dims: Optional[bool] = None) -> Output:
+    """``tf.reduce_logsumexp``: ``log(sum(exp(x)))`` over ``axis``, computed
+    as TF does it (the maximum subtracted first, so large inputs do not overflow;
+    an infinite maximum is replaced by 0)."""
+    axis = _axis(axis, reduction_indices)
+    keepdims = _keepdims(keepdims, keep_dims)
+    o = _ops()
+    with get_default_graph().name_scope(name or "ReduceLogSumExp") as scope:
+        x = convert_to_output(input_tensor, name="input_tensor")
+        raw_max = reduce_max(x, axis=axis, keepdims=True)
+        my_max = o.stop_gradient(o.select_v2(o.is_finite(raw_max), raw_max, 0))
+        result = o.log(reduce_sum(o.exp(o.sub(x, my_max)), axis=axis, keepdims=keepdims))
+        if not keepdims:
+            my_max = o.reshape(my_max, o.shape(result))
+        result = o.add_v2(result, my_max, name=scope)
+        return _may_reduce_to_scalar(keepdims, axis, result)
+
+
+def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
+           adjoint_b: bool = False, a_is_sparse: bool = False, b_is_sparse: bool = False,
+           name: Optional[str] = None) -> Output:
+    """``tf.matmul``: ``a @ b`` with either side transposed or adjoint;
+    batched (``BatchMatMulV2``) where either side has more than two
+    dimensions or an unknown rank. ``a_is_sparse``/``b_is_sparse`` are
+    hints that make 2-D float32 operands a ``SparseMatMul``, as in TF."""
+    if transpose_a and adjoint_a:
+        raise ValueError(f"Only one of `transpose_a` and `adjoint_a` can be True. Received "
+                         f"`transpose_a`={transpose_a}, `adjoint_a`={adjoint_a}.")
+    if transpose_b and adjoint_b:
+        raise ValueError(f"Only one of `transpose_b` and `adjoint_b` can be True. Received "
+                         f"`transpose_b`={transpose_b}, `adjoint_b`={adjoint_b}.")
+    o = _ops()
+    with get_default_graph().name_scope(name or "MatMul") as scope:
+        a = convert_to_output(a, name="a")
+        b = b if isinstance(b, Output) else _convert_like(b, a, "b")
+        batched = any(s.unknown_rank or len(s) > 2 for s in (a.shape, b.shape))
+        if batched and not (a_is_sparse or b_is_sparse):
+            if transpose_a:
+                a, adjoint_a = _conj(a), True
+            if transpose_b:
+                b, adjoint_b = _conj(b), True
+            return o.batch_mat_mul_v2(a, b, adj_x=adjoint_a, adj_y=adjoint_b, name=scope)
+        if adjoint_a:
+            a, transpose_a = _conj(a), True
+        if adjoint_b:
+            b, transpose_b = _conj(b), True
+        sparse_types = (dtypes.float32, dtypes.bfloat16)
+        if (a_is_sparse or b_is_sparse) and a.dtype in sparse_types and b.dtype in sparse_types:
+            return o.sparse_mat_mul(a, b, transpose_a=transpose_a, transpose_b=transpose_b,
+                                    a_is_sparse=a_is_sparse, b_is_sparse=b_is_sparse, name=scope)
+        return o.mat_mul(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=scope)
+
+
+def _conj(x: Output) -> Output:
+    """``tf.math.conj``: a Conj op for complex values, the value itself otherwise."""
+    return _ops().conj(x) if x.dtype.is_complex else x
+
+
+def _convert_like(value: Any, like: Output, name: str) -> Output:
+    """``ops.convert_to_tensor(value, dtype_hint=like.dtype, name=name)``."""
+    from bridge.ops.operators import _convert
+    return _convert(value, name, dtype_hint=dtypes.base_dtype(like.dtype))
