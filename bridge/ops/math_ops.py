@@ -19,7 +19,8 @@ from bridge.framework import dtypes
 from bridge.framework.builders import constant, convert_to_output
 from bridge.framework.graph import Output, get_default_graph
 
-__all__ = ["matmul", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean",
+__all__ = ["abs", "add", "add_n", "argmax", "argmin", "cast", "clip_by_value", "divide", "matmul", "multiply",
+           "range", "reduce_all", "round", "subtract", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean",
            "reduce_min", "reduce_prod", "reduce_sum"]
 
 
@@ -166,3 +167,123 @@ def _convert_like(value: Any, like: Output, name: str) -> Output:
     """``ops.convert_to_tensor(value, dtype_hint=like.dtype, name=name)``."""
     from bridge.ops.operators import _convert
     return _convert(value, name, dtype_hint=dtypes.base_dtype(like.dtype))
+
+
+def cast(x: Any, dtype: Any, name: Optional[str] = None) -> Output:
+    """``tf.cast``: ``x`` as ``dtype`` (``x`` itself when it already is)."""
+    base = dtypes.base_dtype(dtypes.as_dtype(dtype))
+    if isinstance(x, Output) and dtypes.base_dtype(x.dtype) == base:
+        return x
+    graph = x.graph if isinstance(x, Output) else get_default_graph()
+    with graph.as_default(), graph.name_scope(name or "Cast") as scope:
+        x = convert_to_output(x, name="x")
+        if dtypes.base_dtype(x.dtype) != base:
+            x = _ops().cast(x, DstT=base, name=scope)
+        return x
+
+
+def _arg_reduction(raw: str):
+    def arg(input: Any, axis: Any = None, output_type: Any = dtypes.int64,  # noqa: A002 (TF's name)
+            name: Optional[str] = None) -> Output:
+        if axis is None:
+            axis = 0
+        return getattr(_ops(), raw)(input, axis, output_type=dtypes.as_dtype(output_type), name=name)
+    arg.__name__ = arg.__qualname__ = raw.replace("_", "")
+    arg.__doc__ = (f"``tf.{arg.__name__}``: the index of the {'largest' if 'max' in raw else 'smallest'} "
+                   "value along ``axis`` (default 0), as ``output_type`` (int64).")
+    return arg
+
+
+argmax = _arg_reduction("arg_max")
+argmin = _arg_reduction("arg_min")
+
+_RANGE_DTYPES = ("int32", "int64", "float16", "bfloat16", "float32", "float64")
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # noqa: A001 (TF's name)
+          name: str = "range") -> Output:
+    """``tf.range``: ``start, start + delta, ...`` below ``limit`` (``range(n)``: from 0),
+    of ``dtype`` or the widest of the arguments' dtypes."""
+    if limit is None:
+        start, limit = 0, start
+    graph = next((v.graph for v in (start, limit, delta) if isinstance(v, Output)), get_default_graph())
+    dtype = None if dtype is None else dtypes.as_dtype(dtype)
+    with graph.as_default(), graph.name_scope(name) as scope:
+        start, limit, delta = (v if isinstance(v, Output) else constant(v, dtype, name=label)
+                               for v, label in ((start, "start"), (limit, "limit"), (delta, "delta")))
+        if dtype is None:
+            for v in (start, limit, delta):
+                if v.dtype.name not in _RANGE_DTYPES:
+                    raise TypeError(f"range: '{v.name}' is {v.dtype.name}, not one of {', '.join(_RANGE_DTYPES)}")
+            dtype = max((v.dtype for v in (start, limit, delta)), key=lambda d: _RANGE_DTYPES.index(d.name))
+        start, limit, delta = (cast(v, dtype) for v in (start, limit, delta))
+        return _ops().range(start, limit, delta, name=scope)
+
+
+def add_n(inputs: Any, name: Optional[str] = None) -> Output:
+    """``tf.add_n``: the sum of a list of tensors of one shape and dtype
+    (one tensor: an Identity, as TF)."""
+    if not inputs or not isinstance(inputs, (list, tuple)):
+        raise ValueError("Inputs must be an iterable of at least one Tensor/IndexedSlices with the same dtype "
+                         "and shape.")
+    inputs = [convert_to_output(v) for v in inputs]
+    if len(inputs) == 1:
+        return _ops().identity(inputs[0], name=name) if name else inputs[0]
+    return _ops().add_n(inputs, name=name)
+
+
+def add(x: Any, y: Any, name: Optional[str] = None) -> Output:
+    """``tf.add``: ``x + y`` (an AddV2 op named "Add"; Add for strings)."""
+    graph = x.graph if isinstance(x, Output) else get_default_graph()
+    with graph.as_default(), graph.name_scope(name or "Add") as scope:
+        x = convert_to_output(x, name="x")
+        y = y if isinstance(y, Output) else _convert_like(y, x, "y")
+        raw = _ops().add if x.dtype == dtypes.string else _ops().add_v2
+        return raw(x, y, name=scope)
+
+
+def multiply(x: Any, y: Any, name: Optional[str] = None) -> Output:
+    """``tf.multiply``: ``x * y`` elementwise, broadcast (Mul)."""
+    return _ops().mul(x, y, name=name)
+
+
+def subtract(x: Any, y: Any, name: Optional[str] = None) -> Output:
+    """``tf.subtract``: ``x - y`` elementwise, broadcast (Sub)."""
+    return _ops().sub(x, y, name=name)
+
+
+def divide(x: Any, y: Any, name: Optional[str] = None) -> Output:
+    """``tf.divide``: ``x / y`` as Python's ``/`` on tensors (integers divide in floating point)."""
+    if not isinstance(x, Output):
+        x = convert_to_output(x, dtype=dtypes.base_dtype(y.dtype) if isinstance(y, Output) else None)
+    if name is None:
+        return x / y
+    from bridge.ops.operators import _truediv   # TF's DivideDelegateWithName: x / y in the scope `name`
+    with x.graph.as_default(), x.graph.name_scope(name) as scope:
+        return _truediv(x, y, scope)
+
+
+def abs(x: Any, name: Optional[str] = None) -> Output:  # noqa: A001 (TF's name)
+    """``tf.abs``: |x| (ComplexAbs, real-valued, for complex x)."""
+    graph = x.graph if isinstance(x, Output) else get_default_graph()
+    with graph.as_default(), graph.name_scope(name or "Abs") as scope:
+        x = convert_to_output(x, name="x")
+        if x.dtype.is_complex:
+            real = dtypes.float32 if dtypes.base_dtype(x.dtype) == dtypes.complex64 else dtypes.float64
+            return _ops().complex_abs(x, Tout=real, name=scope)
+        return _ops().abs(x, name=scope)
+
+
+def round(x: Any, name: Optional[str] = None) -> Output:  # noqa: A001 (TF's name)
+    """``tf.round``: to the nearest integer, half to even (integers pass through)."""
+    x = convert_to_output(x, name="x")
+    return x if x.dtype.is_integer else _ops().round(x, name=name)
+
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: Optional[str] = None) -> Output:
+    """``tf.clip_by_value``: ``t`` clipped to [min, max] (Minimum then Maximum, as TF builds it)."""
+    graph = t.graph if isinstance(t, Output) else get_default_graph()
+    with graph.as_default(), graph.name_scope(name or "clip_by_value") as scope:
+        values = convert_to_output(t, name="t")
+        t_min = _ops().minimum(values, clip_value_max)
+        return _ops().maximum(t_min, clip_value_min, name=scope)

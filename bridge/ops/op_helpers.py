@@ -296,7 +296,8 @@ class OpBuilder:
                     for inp in self._inputs]
         # TF names converted inputs "<op>/<arg>": the scope is the op's own
         # (not yet taken) name, which create_op then claims for the op.
-        scope = graph.unique_name(name, mark_as_used=False)
+        # A name ending in "/" is that exact scope (TF's convention), not one under the current scope.
+        scope = name[:-1] if name.endswith("/") else graph.unique_name(name, mark_as_used=False)
         result = []
         with graph.name_scope(scope + "/"):
             for inp in self._inputs:
