@@ -84,7 +84,7 @@ demo: setup julia-packages
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
 test: setup julia-packages
-	@$(PY) -m pytest -q -rs tests; rc=$$?; \
+	@$(PY) -m pytest -q -rs --durations=30 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # The same suite without the two slow stress tests (the GC test alone takes ~9 min).
