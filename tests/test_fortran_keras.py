@@ -242,3 +242,69 @@ def test_models_that_loaded_before_get_no_object_restore(keras_models, oracle_mo
     assert not restored
     for got in outputs["serving_default"]["y"]:
         np.testing.assert_array_equal(got, np.array([[-2.5], [-3.5]], np.float32), strict=True)
+
+
+def _rewrite(buf: bytes, path: list[tuple[int, int]], change) -> bytes:
+    """buf with the length-delimited field at path ((field number, which
+    occurrence) per level) replaced by change(its bytes); the rest re-encoded."""
+    if not path:
+        return change(bytes(buf))
+    (number, index), rest = path[0], path[1:]
+    out, seen = b"", 0
+    for n, wire, value in pb.iter_fields(bytes(buf)):
+        if wire == 2:
+            if n == number and seen == index:
+                value = _rewrite(value, rest, change)
+            seen += n == number
+            out += pb.field_bytes(n, bytes(value))
+        elif wire == 0:
+            out += pb.field_varint(n, value)
+        else:
+            width = 8 if wire == 1 else 4
+            out += pb._varint(n << 3 | wire) + int(value).to_bytes(width, "little")
+    return out
+
+
+def test_a_value_of_another_shape_than_its_variable_fails_the_load(keras_models, program, tmp_path):
+    """The Fortran loader does not read the checkpoint's index (the Python
+    one skips values saved in slices by it): a checkpoint value whose shape
+    is not its variable's saved shape stops the load, naming the variable,
+    instead of loading a wrong value.  Here a Dense layer's kernel and bias
+    references are swapped in the SavedObjectGraph, so each variable is
+    matched to the other's checkpoint value."""
+    import os
+    import shutil
+    import subprocess
+    manifest = _manifest(keras_models, "sequential")
+    model = tmp_path / "sequential"
+    shutil.copytree(manifest["path"], model)
+    (meta,) = pb.fields((model / "saved_model.pb").read_bytes())[2]
+    plan = {p.node_id: p for p in objects.restore_plan(model, pb.fields(bytes(meta)))}
+    nodes, _ = objects.parse_saved_object_graph(bytes(pb.fields(bytes(meta))[7][0]))
+    layer, kernel, bias = next((i, a, b) for i, node in enumerate(nodes) for a, _ in node.children
+                               for b, _ in node.children
+                               if a in plan and b in plan and len(nodes[a].variable.shape) == 2
+                               and len(nodes[b].variable.shape) == 1)
+
+    def swap(obj: bytes) -> bytes:
+        out = b""
+        for n, wire, value in pb.iter_fields(obj):
+            if n == 1:
+                ref = pb.fields(bytes(value))
+                node_id = {kernel: bias, bias: kernel}.get(ref[1][0], ref[1][0])
+                out += pb.field_bytes(1, pb.field_varint(1, node_id) + pb.field_bytes(2, bytes(ref[2][0])))
+            else:
+                out += pb.field_bytes(n, bytes(value)) if wire == 2 else pb.field_varint(n, value)
+        return out
+
+    doctored = _rewrite((model / "saved_model.pb").read_bytes(), [(2, 0), (7, 0), (1, layer)], swap)
+    (model / "saved_model.pb").write_bytes(doctored)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "spec.txt").write_text("0\n")
+    done = subprocess.run([str(program), str(model)], capture_output=True, text=True, timeout=120, cwd=folder,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode != 0, done.stdout
+    assert done.stdout.startswith("error 3: tf_load_saved_model("), done.stdout
+    assert "through the object graph" in done.stdout, done.stdout
+    assert any(f"{objects.RESTORE_SCOPE}/{plan[i].handle}" in done.stdout for i in (kernel, bias)), done.stdout

@@ -279,6 +279,13 @@ module tf_bridge_c
       integer(c_int), intent(in) :: dtypes(*)
       integer(c_int), value :: n
     end subroutine
+    subroutine TF_SetAttrShape_t(desc, name, dims, n) bind(c)
+      import :: c_ptr, c_char, c_int, c_int64_t
+      type(c_ptr), value :: desc
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int64_t), intent(in) :: dims(*)
+      integer(c_int), value :: n
+    end subroutine
     subroutine TF_SetAttrTensor_t(desc, name, t, s) bind(c)
       import :: c_ptr, c_char
       type(c_ptr), value :: desc, t, s
@@ -348,6 +355,7 @@ module tf_bridge_c
   procedure(TF_AddInput_t), pointer :: TF_AddInput => null()
   procedure(TF_SetAttrType_t), pointer :: TF_SetAttrType => null()
   procedure(TF_SetAttrTypeList_t), pointer :: TF_SetAttrTypeList => null()
+  procedure(TF_SetAttrShape_t), pointer :: TF_SetAttrShape => null()
   procedure(TF_SetAttrTensor_t), pointer :: TF_SetAttrTensor => null()
   procedure(TF_FinishOperation_t), pointer :: TF_FinishOperation => null()
   procedure(TF_StringGetDataPointer_t), pointer :: TF_StringGetDataPointer => null()
@@ -462,6 +470,7 @@ contains
     call c_f_procpointer(symbol("TF_AddInput"), TF_AddInput)
     call c_f_procpointer(symbol("TF_SetAttrType"), TF_SetAttrType)
     call c_f_procpointer(symbol("TF_SetAttrTypeList"), TF_SetAttrTypeList)
+    call c_f_procpointer(symbol("TF_SetAttrShape"), TF_SetAttrShape)
     call c_f_procpointer(symbol("TF_SetAttrTensor"), TF_SetAttrTensor)
     call c_f_procpointer(symbol("TF_FinishOperation"), TF_FinishOperation)
     call c_f_procpointer(symbol("TF_StringGetDataPointer"), TF_StringGetDataPointer)

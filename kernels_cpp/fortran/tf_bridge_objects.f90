@@ -17,7 +17,12 @@
 !   walking both graphs from the root along children of the same local name.
 ! Each handle a call reads that the SaverDef's restore op does not take is
 ! assigned its object's VARIABLE_VALUE (one RestoreV2 and an
-! AssignVariableOp per handle, under restore_saved_objects/, run once).  A
+! AssignVariableOp per handle, under restore_saved_objects/, run once).
+! Unlike the Python loader this one does not read the checkpoint's index, so
+! it cannot skip a value saved in slices (a partitioned variable): RestoreV2
+! would read it whole.  Each value passes an EnsureShape of its variable's
+! saved shape instead, so such a model fails to load, naming the variable,
+! rather than loading a wrong value.  A
 ! TF1 model (no object graph), a tf.Module's (its calls read the handles the
 ! restore op fills) and a program without variables are left as they load.
 !
@@ -25,7 +30,8 @@
 ! trackable_object_graph.proto, attr_value.proto):
 !   MetaGraphDef: object_graph_def 7
 !   SavedObjectGraph: nodes 1, concrete_functions 2 (map: key 1, value 2)
-!   SavedObject: children 1, variable 7 {dtype 1}
+!   SavedObject: children 1, variable 7 {dtype 1, shape 2}
+!   TensorShapeProto: dim 2 {size 1}, unknown_rank 3
 !   SavedConcreteFunction: bound_inputs 2 (packed int32)
 !   TrackableObjectGraph: nodes 1; TrackableObject: children 1, attributes 2
 !   ObjectReference: node_id 1, local_name 2
@@ -52,6 +58,7 @@ module tf_bridge_objects
     integer, allocatable :: first_child(:), n_children(:), child_id(:)
     type(span), allocatable :: child_name(:)
     integer, allocatable :: dtype(:)                          ! saved: the variable's; 0: not one
+    type(span), allocatable :: shape(:)                       ! saved: the variable's TensorShapeProto
     integer, allocatable :: first_attr(:), n_attrs(:)         ! trackable: its attributes
     type(span), allocatable :: attr_name(:), attr_key(:)
     integer :: n_functions = 0                                ! saved: concrete functions
@@ -78,7 +85,7 @@ contains
     type(span) :: whole, sp
     integer(c_int8_t), allocatable :: ckpt(:)
     type(c_ptr), allocatable :: handles(:), tf1(:), chosen(:)
-    integer, allocatable :: nodes(:), match(:), dtypes(:)
+    integer, allocatable :: nodes(:), match(:), dtypes(:), chosen_nodes(:)
     type(text_t), allocatable :: keys(:)
     character(len=:), allocatable :: prefix, key
     integer(int64) :: pos, val
@@ -112,7 +119,7 @@ contains
     whole%last = size(ckpt, kind=int64)
     call parse_objects(ckpt, whole, .false., trackable)
     call match_objects(saved, meta, trackable, ckpt, match)
-    allocate(keys(0), dtypes(0), chosen(0))
+    allocate(keys(0), dtypes(0), chosen(0), chosen_nodes(0))
     do i = 1, n
       key = variable_key(trackable, ckpt, match(nodes(i)))
       if (len(key) == 0) cycle                        ! no value saved: what the TF1 restore left stands
@@ -131,9 +138,11 @@ contains
       call append_text(keys, key)
       dtypes = [dtypes, saved%dtype(nodes(i))]
       chosen = [chosen, handles(i)]
+      chosen_nodes = [chosen_nodes, nodes(i)]
     end do
     if (size(chosen) == 0) return
-    call assign_restored(graph, session, prefix, chosen, keys, dtypes, ok, code, message)
+    call assign_restored(graph, session, prefix, chosen, keys, dtypes, saved, meta, chosen_nodes, ok, code, &
+         message)
   end subroutine
 
   ! --- the object graphs ---------------------------------------------------------
@@ -163,6 +172,7 @@ contains
               if (pass == 2) g%child_name(nc) = field_span(buf, s2, 2)
             else if (saved .and. n2 == 7) then
               if (pass == 2) g%dtype(nn) = int(field_varint(buf, s2, 1))
+              if (pass == 2) g%shape(nn) = field_span(buf, s2, 2)
             else if (.not. saved .and. n2 == 2) then
               na = na + 1
               if (pass == 2) g%attr_name(na) = field_span(buf, s2, 1)
@@ -204,6 +214,7 @@ contains
              g%n_attrs(nn), g%attr_name(na), g%attr_key(na), g%fn_name(nf), g%fn_first(nf), g%fn_count(nf), &
              g%bound(nb))
         allocate(g%dtype(nn), source=0)
+        allocate(g%shape(nn))
       end if
     end do
   end subroutine
@@ -446,40 +457,80 @@ contains
 
   ! Adds, under restore_saved_objects/, one RestoreV2 of the keys and an
   ! AssignVariableOp per handle to the model's graph, and runs the assigns.
-  subroutine assign_restored(graph, session, prefix, handles, keys, dtypes, ok, code, message)
+  subroutine assign_restored(graph, session, prefix, handles, keys, dtypes, saved, meta, nodes, ok, code, message)
     type(c_ptr), intent(in) :: graph, session
     character(*), intent(in) :: prefix
     type(c_ptr), intent(in) :: handles(:)
     type(text_t), intent(in) :: keys(:)
-    integer, intent(in) :: dtypes(:)
+    integer, intent(in) :: dtypes(:), nodes(:)
+    type(object_graph), intent(in) :: saved
+    integer(c_int8_t), intent(in) :: meta(:)
     logical, intent(out) :: ok
     integer, intent(inout) :: code
     character(len=:), allocatable, intent(inout) :: message
-    type(c_ptr) :: s, restore, desc, assigns(size(handles)), none(1)
+    type(c_ptr) :: s, restore, desc, checked, assigns(size(handles)), none(1)
     type(tf_output_c) :: noin(1)
-    character(len=24) :: name
-    integer :: i
+    character(len=:), allocatable :: name
+    integer(c_int64_t), allocatable :: dims(:)
+    integer :: i, rank
     s = TF_NewStatus()
     restore = restore_v2(graph, SCOPE, prefix, keys, int(dtypes, c_int), s)
     do i = 1, size(handles)
       if (TF_GetCode(s) /= TF_OK) exit
-      write(name, '(a,i0)') "Assign_", i - 1
-      desc = TF_NewOperation(graph, "AssignVariableOp" // c_null_char, SCOPE // trim(name) // c_null_char)
-      call TF_AddInput(desc, tf_output_c(handles(i), 0_c_int))
+      name = SCOPE // c_text(TF_OperationName(handles(i)))     ! errors name the variable
+      call shape_dims(meta, saved%shape(nodes(i)), dims, rank)
+      desc = TF_NewOperation(graph, "EnsureShape" // c_null_char, name // c_null_char)
       call TF_AddInput(desc, tf_output_c(restore, int(i - 1, c_int)))
+      call TF_SetAttrShape(desc, "shape" // c_null_char, dims, int(rank, c_int))
+      call TF_SetAttrType(desc, "T" // c_null_char, int(dtypes(i), c_int))
+      checked = TF_FinishOperation(desc, s)
+      if (TF_GetCode(s) /= TF_OK) exit
+      desc = TF_NewOperation(graph, "AssignVariableOp" // c_null_char, name // "/Assign" // c_null_char)
+      call TF_AddInput(desc, tf_output_c(handles(i), 0_c_int))
+      call TF_AddInput(desc, tf_output_c(checked, 0_c_int))
       call TF_SetAttrType(desc, "dtype" // c_null_char, int(dtypes(i), c_int))
       assigns(i) = TF_FinishOperation(desc, s)
     end do
-    if (TF_GetCode(s) == TF_OK) call TF_SessionRun(session, c_null_ptr, noin, none, 0_c_int, noin, none, 0_c_int, &
-         assigns, int(size(assigns), c_int), c_null_ptr, s)
-    ok = TF_GetCode(s) == TF_OK
-    if (.not. ok) then
+    if (TF_GetCode(s) /= TF_OK) then
       code = TF_GetCode(s)
-      message = "restoring " // itoa(size(keys)) // " variable(s) through the object graph from " // prefix &
-           // " (the first: '" // keys(1)%s // "' into '" // c_text(TF_OperationName(handles(1))) // "'): " &
-           // c_text(TF_Message(s))
+      message = "restoring through the object graph: adding the restore of '" // keys(min(i, size(keys)))%s &
+           // "' into '" // c_text(TF_OperationName(handles(min(i, size(keys))))) // "' from " // prefix &
+           // ": " // c_text(TF_Message(s))
+    else
+      call TF_SessionRun(session, c_null_ptr, noin, none, 0_c_int, noin, none, 0_c_int, assigns, &
+           int(size(assigns), c_int), c_null_ptr, s)
+      if (TF_GetCode(s) /= TF_OK) then           ! TF's message names the op, restore_saved_objects/<variable>
+        code = TF_GetCode(s)
+        message = "restoring " // itoa(size(keys)) // " variable(s) through the object graph from " // prefix &
+             // ": " // c_text(TF_Message(s))
+      end if
     end if
+    ok = TF_GetCode(s) == TF_OK
     call TF_DeleteStatus(s)
+  end subroutine
+
+  ! A TensorShapeProto's dims (-1: unknown size) and rank (-1: unknown rank).
+  subroutine shape_dims(buf, sp, dims, rank)
+    integer(c_int8_t), intent(in) :: buf(:)
+    type(span), intent(in) :: sp
+    integer(c_int64_t), allocatable, intent(out) :: dims(:)
+    integer, intent(out) :: rank
+    integer(int64) :: pos, val
+    integer :: n
+    type(span) :: s
+    allocate(dims(0))
+    rank = 0
+    pos = sp%first
+    do while (next_field(buf, pos, sp%last, n, val, s))
+      if (n == 3 .and. val /= 0) then
+        rank = -1
+        return
+      end if
+      if (n /= 2) cycle
+      rank = rank + 1
+      dims = [dims, int(field_varint(buf, s, 1), c_int64_t)]
+    end do
+    if (rank == 0) dims = [0_c_int64_t]          ! (TF_SetAttrShape reads none of it)
   end subroutine
 
   ! RestoreV2 of keys (whole tensors) from the checkpoint prefix, in g under scope.
