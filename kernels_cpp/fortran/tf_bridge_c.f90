@@ -228,6 +228,84 @@ module tf_bridge_c
       character(kind=c_char), intent(in) :: src(*)
       integer(c_size_t), value :: n
     end subroutine
+    ! Graph walking and building: the object graph restore (tf_bridge_objects).
+    function TF_GraphNextOperation_t(g, pos) bind(c)
+      import :: c_ptr, c_size_t
+      type(c_ptr), value :: g
+      integer(c_size_t), intent(inout) :: pos
+      type(c_ptr) :: TF_GraphNextOperation_t
+    end function
+    function TF_OperationText_t(op) bind(c)      ! TF_OperationName, TF_OperationOpType
+      import :: c_ptr
+      type(c_ptr), value :: op
+      type(c_ptr) :: TF_OperationText_t
+    end function
+    function TF_OperationNumInputs_t(op) bind(c)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: op
+      integer(c_int) :: TF_OperationNumInputs_t
+    end function
+    function TF_OperationInput_t(input) bind(c)  ! TF_Input has TF_Output's layout
+      import :: tf_output_c
+      type(tf_output_c), value :: input
+      type(tf_output_c) :: TF_OperationInput_t
+    end function
+    subroutine TF_OperationGetAttrValueProto_t(op, name, buf, s) bind(c)
+      import :: c_ptr, c_char
+      type(c_ptr), value :: op, buf, s
+      character(kind=c_char), intent(in) :: name(*)
+    end subroutine
+    function TF_NewOperation_t(g, op_type, name) bind(c)
+      import :: c_ptr, c_char
+      type(c_ptr), value :: g
+      character(kind=c_char), intent(in) :: op_type(*), name(*)
+      type(c_ptr) :: TF_NewOperation_t
+    end function
+    subroutine TF_AddInput_t(desc, input) bind(c)
+      import :: c_ptr, tf_output_c
+      type(c_ptr), value :: desc
+      type(tf_output_c), value :: input
+    end subroutine
+    subroutine TF_SetAttrType_t(desc, name, dtype) bind(c)
+      import :: c_ptr, c_char, c_int
+      type(c_ptr), value :: desc
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int), value :: dtype
+    end subroutine
+    subroutine TF_SetAttrTypeList_t(desc, name, dtypes, n) bind(c)
+      import :: c_ptr, c_char, c_int
+      type(c_ptr), value :: desc
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int), intent(in) :: dtypes(*)
+      integer(c_int), value :: n
+    end subroutine
+    subroutine TF_SetAttrShape_t(desc, name, dims, n) bind(c)
+      import :: c_ptr, c_char, c_int, c_int64_t
+      type(c_ptr), value :: desc
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int64_t), intent(in) :: dims(*)
+      integer(c_int), value :: n
+    end subroutine
+    subroutine TF_SetAttrTensor_t(desc, name, t, s) bind(c)
+      import :: c_ptr, c_char
+      type(c_ptr), value :: desc, t, s
+      character(kind=c_char), intent(in) :: name(*)
+    end subroutine
+    function TF_FinishOperation_t(desc, s) bind(c)
+      import :: c_ptr
+      type(c_ptr), value :: desc, s
+      type(c_ptr) :: TF_FinishOperation_t
+    end function
+    function TF_StringGetDataPointer_t(t) bind(c)
+      import :: c_ptr
+      type(c_ptr), value :: t
+      type(c_ptr) :: TF_StringGetDataPointer_t
+    end function
+    function TF_StringGetSize_t(t) bind(c)
+      import :: c_ptr, c_size_t
+      type(c_ptr), value :: t
+      integer(c_size_t) :: TF_StringGetSize_t
+    end function
   end interface
 
   procedure(TF_NewStatus_t), pointer :: TF_NewStatus => null()
@@ -267,6 +345,21 @@ module tf_bridge_c
   procedure(TF_TensorDefaultAlignment_t), pointer :: TF_TensorDefaultAlignment => null()
   procedure(TF_StringInit_t), pointer :: TF_StringInit => null()
   procedure(TF_StringCopy_t), pointer :: TF_StringCopy => null()
+  procedure(TF_GraphNextOperation_t), pointer :: TF_GraphNextOperation => null()
+  procedure(TF_OperationText_t), pointer :: TF_OperationName => null()
+  procedure(TF_OperationText_t), pointer :: TF_OperationOpType => null()
+  procedure(TF_OperationNumInputs_t), pointer :: TF_OperationNumInputs => null()
+  procedure(TF_OperationInput_t), pointer :: TF_OperationInput => null()
+  procedure(TF_OperationGetAttrValueProto_t), pointer :: TF_OperationGetAttrValueProto => null()
+  procedure(TF_NewOperation_t), pointer :: TF_NewOperation => null()
+  procedure(TF_AddInput_t), pointer :: TF_AddInput => null()
+  procedure(TF_SetAttrType_t), pointer :: TF_SetAttrType => null()
+  procedure(TF_SetAttrTypeList_t), pointer :: TF_SetAttrTypeList => null()
+  procedure(TF_SetAttrShape_t), pointer :: TF_SetAttrShape => null()
+  procedure(TF_SetAttrTensor_t), pointer :: TF_SetAttrTensor => null()
+  procedure(TF_FinishOperation_t), pointer :: TF_FinishOperation => null()
+  procedure(TF_StringGetDataPointer_t), pointer :: TF_StringGetDataPointer => null()
+  procedure(TF_StringGetSize_t), pointer :: TF_StringGetSize => null()
 
   interface
     function c_dlopen(file, mode) bind(c, name="dlopen")   ! (not PRIVATE: gfortran warns on bound names)
@@ -367,6 +460,21 @@ contains
     call c_f_procpointer(symbol("TF_TensorDefaultAlignment"), TF_TensorDefaultAlignment)
     call c_f_procpointer(symbol("TF_StringInit"), TF_StringInit)
     call c_f_procpointer(symbol("TF_StringCopy"), TF_StringCopy)
+    call c_f_procpointer(symbol("TF_GraphNextOperation"), TF_GraphNextOperation)
+    call c_f_procpointer(symbol("TF_OperationName"), TF_OperationName)
+    call c_f_procpointer(symbol("TF_OperationOpType"), TF_OperationOpType)
+    call c_f_procpointer(symbol("TF_OperationNumInputs"), TF_OperationNumInputs)
+    call c_f_procpointer(symbol("TF_OperationInput"), TF_OperationInput)
+    call c_f_procpointer(symbol("TF_OperationGetAttrValueProto"), TF_OperationGetAttrValueProto)
+    call c_f_procpointer(symbol("TF_NewOperation"), TF_NewOperation)
+    call c_f_procpointer(symbol("TF_AddInput"), TF_AddInput)
+    call c_f_procpointer(symbol("TF_SetAttrType"), TF_SetAttrType)
+    call c_f_procpointer(symbol("TF_SetAttrTypeList"), TF_SetAttrTypeList)
+    call c_f_procpointer(symbol("TF_SetAttrShape"), TF_SetAttrShape)
+    call c_f_procpointer(symbol("TF_SetAttrTensor"), TF_SetAttrTensor)
+    call c_f_procpointer(symbol("TF_FinishOperation"), TF_FinishOperation)
+    call c_f_procpointer(symbol("TF_StringGetDataPointer"), TF_StringGetDataPointer)
+    call c_f_procpointer(symbol("TF_StringGetSize"), TF_StringGetSize)
     if (len(missing) > 0) then
       message = "tf_bridge: TensorFlow's C API in " // trim(folder) // " lacks" // missing
       return

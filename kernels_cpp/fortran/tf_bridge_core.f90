@@ -13,6 +13,7 @@ module tf_bridge_core
   use, intrinsic :: iso_fortran_env, only: int64
   use tf_bridge_c
   use tf_bridge_pb
+  use tf_bridge_objects, only: restore_objects
   implicit none
   private
   public :: tf_status, tf_tensor, tf_model, tf_signature, tf_tensor_info, tf_saver_def

@@ -15,6 +15,7 @@ module tf_bridge_pb
   implicit none
   private
   public :: tf_tensor_info, tf_signature, tf_saver_def, parse_meta_graph
+  public :: span, next_field, read_varint          ! for tf_bridge_objects
 
   integer, parameter, public :: TF_NAME_LEN = 256
 
@@ -68,14 +69,16 @@ contains
   end function
 
   ! The next field of the message in pos..last: its number, and its value
-  ! (a varint in val, or the span of a length-delimited field).
-  logical function next_field(buf, pos, last, number, val, sp) result(ok)
+  ! (a varint in val, or the span of a length-delimited field); wire_type
+  ! tells them apart where a field may be either (packed repeated fields).
+  logical function next_field(buf, pos, last, number, val, sp, wire_type) result(ok)
     integer(c_int8_t), intent(in) :: buf(:)
     integer(int64), intent(inout) :: pos
     integer(int64), intent(in) :: last
     integer, intent(out) :: number
     integer(int64), intent(out) :: val
     type(span), intent(out) :: sp
+    integer, intent(out), optional :: wire_type
     integer(int64) :: tag
     integer :: wire
     ok = .false.
@@ -85,6 +88,7 @@ contains
     if (.not. read_varint(buf, pos, last, tag)) return
     number = int(ishft(tag, -3))
     wire = int(iand(tag, 7_int64))
+    if (present(wire_type)) wire_type = wire
     select case (wire)
     case (0)
       if (.not. read_varint(buf, pos, last, val)) return
