@@ -7,6 +7,8 @@
   GPU build) and not ``tensorflow-cpu``, else on ``tensorflow-cpu``.  pip builds
   in an isolated environment, but it runs the backend with the target
   environment's interpreter, so ``sysconfig``'s site-packages are the target's.
+  hatchling writes the result into an sdist's PKG-INFO, and a wheel built from
+  that sdist keeps it.
 - :class:`FortranLibrary` (build hook): builds the ``tf_bridge`` Fortran module
   (kernels_cpp/fortran) with cmake into the wheel, as
   ``bridge/_resources/fortran/{libtf_bridge_fortran.so,include/*.mod}``.  The
