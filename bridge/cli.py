@@ -359,8 +359,9 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_server)
 
     p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags",
-                            description="Build the tf_bridge Fortran module if needed (once, into the cache) "
-                                        "and print the flags a program using it needs: "
+                            description="Print the flags a program using the tf_bridge Fortran module needs, "
+                                        "for the copy `pip install .` built into the package, or else for one "
+                                        "built (once) into the cache: "
                                         "gfortran prog.f90 $(tfbridge fortran --flags).")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--flags", action="store_true", help="compile and link flags (the default)")

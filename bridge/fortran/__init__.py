@@ -1,6 +1,10 @@
 """The ``tf_bridge`` Fortran module: where its library and module files are, built on first use.
 
 The Fortran sources are in ``kernels_cpp/fortran`` (README "Fortran").
+``pip install .`` builds them into the package (hatch_build.py,
+``bridge/_resources/fortran``), and :func:`build` prefers that copy when it
+finds the TensorFlow this Python finds.  Otherwise (a source checkout, an
+editable install, a wheel built without gfortran, TensorFlow elsewhere)
 :func:`build` runs cmake on them against the TensorFlow C API that
 :mod:`bridge.framework._lib` finds (the tensorflow-cpu wheel), into the
 cache (``<cache>/fortran/<key>/``: ``libtf_bridge_fortran.so`` and
@@ -22,12 +26,15 @@ from typing import Optional
 
 from bridge.framework._lib import library_paths
 from bridge.platform import cache
-from bridge.platform.paths import kernels_cpp_dir
+from bridge.platform.paths import installed_fortran_dir, kernels_cpp_dir
 
 LIBRARY = "libtf_bridge_fortran.so"
 MODULE = "tf_bridge.mod"
 #: A cmake step that takes longer has hung (the build takes about a minute on 2 cores).
 BUILD_TIMEOUT = 900
+#: TensorFlow's library folder seen from the installed library's folder (hatch_build.py: TF_RELATIVE):
+#: site-packages/bridge/_resources/fortran -> site-packages/tensorflow.
+INSTALLED_TF_RELATIVE = "../../../tensorflow"
 
 
 class FortranBuildError(RuntimeError):
@@ -91,11 +98,37 @@ def _run(command: list[str], log: Path, step: str) -> None:
         raise FortranBuildError(f"tf_bridge Fortran build: {step} failed (log: {log}):\n{tail}")
 
 
+def installed() -> tuple[Optional[Build], str]:
+    """The copy `pip install .` built into the package, or None and why it cannot serve.
+
+    It opens TensorFlow from TFBRIDGE_LIBTENSORFLOW, else from INSTALLED_TF_RELATIVE
+    beside itself: it serves when that is the TensorFlow this Python finds."""
+    folder = installed_fortran_dir()
+    library = folder / LIBRARY
+    if not (library.is_file() and (folder / "include" / MODULE).is_file()):
+        not_built = folder / "NOT_BUILT"
+        if not_built.is_file():
+            return None, f"the installed package has no tf_bridge library: {not_built.read_text().strip()}"
+        return None, "no tf_bridge library is installed with the package (a source checkout or an editable install)"
+    _, c_api = library_paths()
+    beside = (folder / INSTALLED_TF_RELATIVE).resolve()
+    if os.environ.get("TFBRIDGE_LIBTENSORFLOW") or beside == c_api.parent.resolve():
+        return Build(library, folder / "include", c_api.parent), ""
+    return None, (f"the installed tf_bridge ({library}) opens TensorFlow from {beside}, but this Python's "
+                  f"TensorFlow is in {c_api.parent} (TFBRIDGE_LIBTENSORFLOW would make it use that)")
+
+
 def build(*, quiet: bool = False) -> Build:
-    """The built library, building it first when the cache has none for these sources
-    (printing one progress line to stderr unless quiet)."""
+    """The installed library when it serves (:func:`installed`), else the cache's, building it
+    first when the cache has none for these sources (saying why on stderr unless quiet)."""
+    made, why_not = installed()
+    if made is not None:
+        return made
     framework, c_api = library_paths()
-    compiler = fortran_compiler()
+    try:
+        compiler = fortran_compiler()
+    except FortranBuildError as exc:
+        raise FortranBuildError(f"{why_not}, and it cannot be built: {exc}") from None
     entry = cache.root() / "fortran" / _key(compiler, framework, c_api)
     made = Build(entry / LIBRARY, entry / "include", c_api.parent)
     if made.library.exists():
@@ -104,8 +137,8 @@ def build(*, quiet: bool = False) -> Build:
         if made.library.exists():
             return made
         if not quiet:
-            print(f"tfbridge: building the tf_bridge Fortran module into {entry} (about a minute, once)",
-                  file=sys.stderr, flush=True)
+            print(f"tfbridge: {why_not}; building the tf_bridge Fortran module into {entry} "
+                  "(about a minute, once)", file=sys.stderr, flush=True)
         with cache.staged_dir(entry, failed=entry.with_name(entry.name + ".failed"),
                               failure=FortranBuildError) as work:
             log = work / "build.log"

@@ -44,6 +44,13 @@ def julia_dir() -> Path:
     return _resource_dir("julia")
 
 
+def installed_fortran_dir() -> Path:
+    """Where `pip install .` puts the built tf_bridge Fortran module (hatch_build.py):
+    ``libtf_bridge_fortran.so`` and ``include/``, or ``NOT_BUILT`` saying why not.
+    Absent in a source checkout or an editable install."""
+    return _PKG / "_resources" / "fortran"
+
+
 def op_folder_of_library(library: Path) -> Optional[Path]:
     """The op folder a built custom-op library comes from, or None when
     ``library`` is not laid out as bridge.customop builds."""

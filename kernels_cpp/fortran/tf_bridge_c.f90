@@ -9,7 +9,10 @@
 ! LLVM whose symbols clash with Julia's: linked normally, its symbols are
 ! global, and a Julia op starting Julia in the process segfaults in Julia's
 ! LLVM initialisers (measured).  The folder is TFBRIDGE_LIBTENSORFLOW when
-! set, else the wheel's folder the build was configured with.
+! set; else, for the copy `pip install .` puts in the package, the tensorflow
+! package beside it (found from this library's own file through dladdr: pip
+! builds in an isolated environment, so no TensorFlow path known then is
+! worth keeping); else the folder the cache's build was configured with.
 module tf_bridge_c
   use, intrinsic :: iso_c_binding
   implicit none
@@ -23,7 +26,11 @@ module tf_bridge_c
        TF_FAILED_PRECONDITION = 9, TF_UNIMPLEMENTED = 12, TF_INTERNAL = 13
 
   integer(c_int), parameter :: RTLD_NOW = 2       ! RTLD_LOCAL is 0
-  include "tf_bridge_paths.inc"                   ! TF_LIBRARY_DIR, written by cmake
+  include "tf_bridge_paths.inc"                   ! TF_LIBRARY_DIR, TF_LIBRARY_RELATIVE, written by cmake
+
+  type, bind(c) :: dl_info_c            ! Dl_info (dlfcn.h)
+    type(c_ptr) :: dli_fname, dli_fbase, dli_sname, dli_saddr
+  end type
 
   type, bind(c) :: tf_output_c          ! TF_Output
     type(c_ptr) :: oper
@@ -374,6 +381,12 @@ module tf_bridge_c
       character(kind=c_char), intent(in) :: name(*)
       type(c_funptr) :: c_dlsym
     end function
+    function c_dladdr(addr, info) bind(c, name="dladdr")
+      import :: c_ptr, c_int, dl_info_c
+      type(c_ptr), value :: addr
+      type(dl_info_c), intent(out) :: info
+      integer(c_int) :: c_dladdr
+    end function
     function c_dlerror() bind(c, name="dlerror")
       import :: c_ptr
       type(c_ptr) :: c_dlerror
@@ -393,6 +406,7 @@ module tf_bridge_c
   logical, private, save :: loaded = .false.
   type(c_ptr), private, save :: handle = c_null_ptr
   character(len=:), allocatable, private, save :: missing
+  integer(c_int), target, private, save :: anchor = 0   ! an address inside this library, for dladdr
 
 contains
 
@@ -402,25 +416,30 @@ contains
     logical, intent(out) :: ok
     character(len=:), allocatable, intent(out) :: message
     character(len=4096) :: folder
+    character(len=:), allocatable :: tried, found
     integer :: length, status
-    type(c_ptr) :: framework
     message = ""
     ok = loaded
     if (loaded) return
+    found = ""
     call get_environment_variable("TFBRIDGE_LIBTENSORFLOW", folder, length, status)
-    if (status /= 0 .or. length == 0) folder = TF_LIBRARY_DIR
-    framework = c_dlopen(trim(folder) // "/libtensorflow_framework.so.2" // c_null_char, RTLD_NOW)
-    if (.not. c_associated(framework)) then
-      message = "tf_bridge: cannot load TensorFlow's libtensorflow_framework.so.2 from " // trim(folder) &
-           // " (set TFBRIDGE_LIBTENSORFLOW to the folder holding it): " // dl_message()
-      return
-    end if
-    handle = c_dlopen(trim(folder) // "/libtensorflow_cc.so.2" // c_null_char, RTLD_NOW)
-    if (.not. c_associated(handle)) handle = c_dlopen(trim(folder) // "/libtensorflow.so.2" // c_null_char, RTLD_NOW)
-    if (.not. c_associated(handle)) then
-      message = "tf_bridge: cannot load TensorFlow's C API (libtensorflow_cc.so.2 or libtensorflow.so.2) from " &
-           // trim(folder) // ": " // dl_message()
-      return
+    if (status == 0 .and. length > 0) then     ! named by the user: that folder only
+      if (.not. open_tensorflow(trim(folder), message)) then
+        message = message // new_line("a") // "  (TFBRIDGE_LIBTENSORFLOW names this folder: set it to the one " &
+             // "holding libtensorflow_framework.so.2, or unset it)"
+        return
+      end if
+      found = trim(folder)
+    else
+      tried = ""
+      if (len(TF_LIBRARY_RELATIVE) > 0) call try(library_dir(), TF_LIBRARY_RELATIVE)
+      if (len(found) == 0 .and. len(TF_LIBRARY_DIR) > 0) call try(TF_LIBRARY_DIR, "")
+      if (len(found) == 0) then
+        message = "tf_bridge: cannot find TensorFlow's C API; tried:" // tried // new_line("a") &
+             // "  set TFBRIDGE_LIBTENSORFLOW to the folder holding libtensorflow_framework.so.2 " &
+             // "(the tensorflow package folder in site-packages)"
+        return
+      end if
     end if
     missing = ""
     call c_f_procpointer(symbol("TF_NewStatus"), TF_NewStatus)
@@ -476,11 +495,28 @@ contains
     call c_f_procpointer(symbol("TF_StringGetDataPointer"), TF_StringGetDataPointer)
     call c_f_procpointer(symbol("TF_StringGetSize"), TF_StringGetSize)
     if (len(missing) > 0) then
-      message = "tf_bridge: TensorFlow's C API in " // trim(folder) // " lacks" // missing
+      message = "tf_bridge: TensorFlow's C API in " // found // " lacks" // missing
       return
     end if
     loaded = .true.
     ok = .true.
+  contains
+    ! Opens TensorFlow from base/relative (base alone when relative is ""), noting a failure in tried.
+    subroutine try(base, relative)
+      character(*), intent(in) :: base, relative
+      character(len=:), allocatable :: candidate, why
+      if (len(base) == 0) then
+        tried = tried // new_line("a") // "  beside this library: dladdr could not name its file"
+        return
+      end if
+      candidate = base
+      if (len(relative) > 0) candidate = base // "/" // relative
+      if (open_tensorflow(candidate, why)) then
+        found = candidate
+      else
+        tried = tried // new_line("a") // "  " // why
+      end if
+    end subroutine
   end subroutine
 
   ! Base.include(Main, julia_file) through the Julia runtime a Julia op
@@ -530,6 +566,44 @@ contains
       call free_fn(err)
     end if
   end subroutine
+
+  ! Opens libtensorflow_framework.so.2 and the C API library from folder;
+  ! false, with message naming the file and dlerror, when either fails.
+  logical function open_tensorflow(folder, message) result(ok)
+    character(*), intent(in) :: folder
+    character(len=:), allocatable, intent(out) :: message
+    type(c_ptr) :: framework
+    ok = .false.
+    message = ""
+    framework = c_dlopen(folder // "/libtensorflow_framework.so.2" // c_null_char, RTLD_NOW)
+    if (.not. c_associated(framework)) then
+      message = "tf_bridge: cannot load TensorFlow's libtensorflow_framework.so.2 from " // folder &
+           // ": " // dl_message()
+      return
+    end if
+    handle = c_dlopen(folder // "/libtensorflow_cc.so.2" // c_null_char, RTLD_NOW)
+    if (.not. c_associated(handle)) handle = c_dlopen(folder // "/libtensorflow.so.2" // c_null_char, RTLD_NOW)
+    if (.not. c_associated(handle)) then
+      message = "tf_bridge: cannot load TensorFlow's C API (libtensorflow_cc.so.2 or libtensorflow.so.2) from " &
+           // folder // ": " // dl_message()
+      return
+    end if
+    ok = .true.
+  end function
+
+  ! The folder of this library's file, or "" when dladdr cannot say.
+  function library_dir() result(dir)
+    character(len=:), allocatable :: dir
+    character(len=:), allocatable :: path
+    type(dl_info_c) :: info
+    integer :: slash
+    dir = ""
+    if (c_dladdr(c_loc(anchor), info) == 0) return
+    path = c_text(info%dli_fname)
+    slash = index(path, "/", back=.true.)
+    if (slash > 1) dir = path(:slash - 1)
+    if (slash == 0 .and. len(path) > 0) dir = "."
+  end function
 
   function c_text(p) result(text)
     type(c_ptr), intent(in) :: p
