@@ -382,10 +382,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     from bridge.customop import BuildError, SpecError
+    from bridge.framework._lib import LibraryNotFoundError
 
     try:
         return args.run(args)
-    except (SpecError, BuildError, FileExistsError, FileNotFoundError) as exc:
+    except (SpecError, BuildError, FileExistsError, FileNotFoundError, LibraryNotFoundError) as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1
 

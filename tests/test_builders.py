@@ -102,3 +102,13 @@ def test_unwritable_cache_falls_back_to_parsing_the_declarations(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "2.0"
+
+
+def test_the_cli_names_missing_tensorflow_libraries_without_a_traceback():
+    """`tfbridge` on a machine whose TensorFlow cannot be found says so in one line."""
+    env = dict(os.environ, TFBRIDGE_LIBTENSORFLOW="/nonexistent/libtf")
+    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "fortran", "--flags"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "tfbridge: TFBRIDGE_LIBTENSORFLOW=/nonexistent/libtf is not a folder" in proc.stderr
