@@ -52,7 +52,7 @@ subroutine ft_repeat_size(n, total, pos_0, win_0, x, r, w)
   integer(c_int64_t), intent(out) :: total, pos_0, win_0
   real(c_double), intent(in) :: x(n)
   integer(c_int64_t), intent(in) :: r(n)
-  if (any(r > 1000)) error stop "a repeat count above 1000"
+  if (any(r > 2_c_int64_t**62)) error stop "a repeat count above 2**62"
   if (n > 0) then
     if (x(1) == 12345d0) return   ! leaves the sizes unset: the op fails
   end if
@@ -228,8 +228,11 @@ def test_size_subroutine_errors_are_tf_errors_naming_op_and_output(ops):
     with bridge.Session(g) as sess:
         with pytest.raises(bridge.errors.InvalidArgumentError,
                            match=r"FtRepeat: Fortran subroutine ft_repeat_size failed: ERROR STOP a repeat count "
-                                 r"above 1000"):
-            sess.run(outs[0], {ph[0]: [1.0, 2.0], ph[1]: [1, 2000]})
+                                 r"above 2\*\*62"):
+            sess.run(outs[0], {ph[0]: [1.0, 2.0], ph[1]: [1, 2**62 + 1]})
+        with pytest.raises(bridge.errors.ResourceExhaustedError,   # too large for TF's allocator
+                           match=r"OOM when allocating tensor with shape\[100000000000000000\]"):
+            sess.run(outs[0], {ph[0]: [1.0], ph[1]: [10**17]})
         with pytest.raises(bridge.errors.InvalidArgumentError,
                            match=r"FtRepeat: Fortran subroutine ft_repeat_size set total = -3, a negative size, "
                                  r"for dimension 0 of output 'y', dimension 0 of output 'src'"):
@@ -313,3 +316,30 @@ def test_a_size_inside_an_expression_is_a_spec_error_naming_the_line(tmp_path):
     with pytest.raises(customop.SpecError, match=r"custom_op.txt:3: dimension '2\*k' of output 'y' uses 'k', "
                                                  r"which only ft_expr_size knows"):
         customop.build(folder, progress=lambda _: None)
+
+
+def test_readme_dynamic_output_example_runs(tmp_path):
+    """README, "Fortran subroutines as ops": the Positives spec and subroutines build, and the op
+    and its gradient agree with numpy, an empty output included."""
+    import re
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Fortran subroutines as ops"):]
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
+    folder = tmp_path / "positives"
+    folder.mkdir()
+    (folder / "custom_op.txt").write_text(next(code for kind, code in blocks if code.startswith("Positives\n")))
+    (folder / "positives.f90").write_text(next(code for kind, code in blocks
+                                               if kind == "fortran" and "positives_size" in code))
+    ops = customop.load(folder)
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [None])
+        y = ops.positives(x)
+        gx, = bridge.gradients(bridge.ops.sum(y * y, 0), x)
+    with bridge.Session(g) as sess:
+        for value in ([1.5, -2.0, 0.0, 3.0], [-1.0], []):
+            value = np.array(value)
+            got_y, got_gx = sess.run([y, gx], {x: value})
+            np.testing.assert_array_equal(got_y, value[value > 0])
+            np.testing.assert_array_equal(got_gx, np.where(value > 0, 2 * value, 0.0))
+    assert bridge.gradcheck(lambda a: ops.positives(a), np.array([1.0, -1.5, 2.0, 0.7])).passed
