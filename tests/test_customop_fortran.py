@@ -362,7 +362,10 @@ def test_a_subroutine_that_does_not_match_the_spec_is_a_build_error(tmp_path):
 
 @pytest.mark.parametrize("line, message", [
     ("string t(n)", r"custom_op.txt:4: a Fortran op cannot take string arguments \('t'\)"),
-    ("double o(?) -> output", r"custom_op.txt:4: output 'o' of a Fortran op is dynamic"),
+    ("double o(2*k) -> output", r"custom_op.txt:4: dimension '2\*k' of output 'o' uses 'k', which only "
+                                r"ft_refused_size knows"),
+    ("double q(?, q_0)", r"custom_op.txt:4: 'q_0' clashes with the name the generated code gives a dimension "
+                         r"or the shape of 'q' \(line 4\)"),
     ("@attr string mode", r"custom_op.txt:4: a Fortran op cannot take string attributes"),
     ("double c_v(n)", r"custom_op.txt:4: 'c_v' cannot name an argument of a Fortran subroutine"),
     ("double v(ft_refused)", r"custom_op.txt:4: 'ft_refused' cannot name an argument of a Fortran subroutine"),

@@ -138,7 +138,8 @@ def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -
                          "folder somewhere writable and load it from there") from exc
     with lock:
         if not library.is_file():
-            checks.announce_unsized_outputs(spec)
+            if not fortran.is_fortran(spec):  # a Fortran op's '?' outputs are its size subroutine's to size
+                checks.announce_unsized_outputs(spec)
             started = time.monotonic()
             with cache.staged_dir(final, failed=root / f"{key}.failed", failure=BuildError) as work:
                 _build_in(spec, work, report)

@@ -17,8 +17,15 @@ external subroutines (not in a module) named like the spec's ``@forward`` and
 Calling convention: ``f(dims..., outputs..., inputs..., attrs...)`` and
 ``f_grad(dims..., grad_inputs..., grad_outputs..., outputs..., inputs...,
 attrs...)``, where ``dims`` are the named dimensions no attribute sets, then
-``<arg>_<axis>`` for each ``?`` axis of an input, all ``integer(c_int64_t),
-value``.  Arrays are explicit-shape with their dimensions *reversed*: TF's
+``<arg>_<axis>`` for each ``?`` axis of an input, then the sizes of dynamic
+outputs, all ``integer(c_int64_t), value``.  An op with dynamic outputs (a
+``?`` axis of an output, or a name no input or int attribute sets) has a
+third subroutine, ``f_size(dims..., sizes..., inputs..., attrs...)``, which
+the kernel calls first: it sets each such size (``integer(c_int64_t),
+intent(out)``: the free names in order of first use, then ``<out>_<axis>``
+for each ``?`` axis of an output); the kernel checks them, allocates the
+outputs with TensorFlow's allocator and calls ``f`` with them as dims.  The
+gradient op reads them back from the forward outputs it receives.  Arrays are explicit-shape with their dimensions *reversed*: TF's
 row-major ``x[i, j]`` of shape ``(m, n)`` is Fortran's ``x(j+1, i+1)`` of
 ``x(n, m)``, the same memory, no copy.  Scalar inputs and attributes are
 ``value``.  ``error stop``, ``stop`` and gfortran's runtime errors
@@ -43,7 +50,7 @@ from . import codegen
 from .analysis import dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic
 from .dims import Name, Node, Num, dim_names, parse_expr
 from .errors import SpecError
-from .model import Arg, OpSpec
+from .model import Arg, Expr, OpSpec
 from .spec import snake_case
 
 #: The Fortran type of each spec dtype Fortran takes (strings it does not).
@@ -80,9 +87,21 @@ def is_fortran(spec: OpSpec) -> bool:
     return spec.language == "fortran"
 
 
+def size_subroutine(spec: OpSpec) -> str:
+    """The name of the subroutine that sizes the dynamic outputs: ``<forward>_size``."""
+    return f"{spec.forward}_size"
+
+
+def has_dynamic_outputs(spec: OpSpec) -> bool:
+    """Some output has a size only the size subroutine knows (a ``?``, or a name nothing binds)."""
+    bound = dim_bindings(spec)
+    return any(is_dynamic(spec, out, bound) for out in spec.outputs)
+
+
 def check_spec(spec: OpSpec) -> None:
-    """Refuse what a Fortran op cannot have, naming the line: strings, dynamic
-    outputs, names Fortran cannot take."""
+    """Refuse what a Fortran op cannot have, naming the line: strings, a
+    dimension expression over a size only the size subroutine knows, names
+    Fortran cannot take."""
     where = spec.language_line or spec.line
     bound = dim_bindings(spec)
     for arg in spec.inputs + spec.outputs:
@@ -90,15 +109,22 @@ def check_spec(spec: OpSpec) -> None:
             raise SpecError(spec.path, arg.line, f"a Fortran op cannot take {arg.dtype} arguments ('{arg.name}'): "
                                                  f"Fortran ops take {', '.join(KINDS)}")
     for out in spec.outputs:
-        if is_dynamic(spec, out, bound):
-            raise SpecError(spec.path, out.line, f"output '{out.name}' of a Fortran op is dynamic (a '?' or a "
-                                                 "name no input or int attribute sets): Fortran ops need every "
-                                                 "output size computable from the inputs and attributes")
+        for dim in out.shape:
+            missing = [n for n in dim_names(dim) if n not in bound] if isinstance(dim, Expr) else []
+            if missing:
+                # The gradient op reads the sizes back from the outputs' shapes: a size must be an axis.
+                raise SpecError(spec.path, out.line, f"dimension '{dim.text}' of output '{out.name}' uses "
+                                                     f"'{missing[0]}', which only {size_subroutine(spec)} "
+                                                     "knows: a size the size subroutine sets must be a whole "
+                                                     "dimension (a name or '?'); give this dimension its own "
+                                                     "name and set it there")
     for attr in spec.attrs:
         if attr.dtype.spec not in _ATTR_CXX:
             raise SpecError(spec.path, attr.line, f"a Fortran op cannot take {attr.dtype} attributes "
                                                   f"('{attr.name}'): use {', '.join(_ATTR_CXX)}")
     subroutines = {spec.forward: "@forward", spec.backward: "@backward"}
+    if has_dynamic_outputs(spec):
+        subroutines[size_subroutine(spec)] = "@forward"
     for fn, directive in subroutines.items():
         if not _FORTRAN_NAME.fullmatch(fn):
             raise SpecError(spec.path, where, f"{directive} {fn} is not a Fortran subroutine name (a lower-case "
@@ -114,6 +140,16 @@ def check_spec(spec: OpSpec) -> None:
             raise SpecError(spec.path, line, f"'{name}' cannot name an argument of a Fortran subroutine: it is "
                                              "a subroutine's or the interface module's name, longer than 63 "
                                              "characters or starts with 'c_' (iso_c_binding's names); rename it")
+    # Names the generator derives: <arg>_<axis> for a '?' (a Fortran argument), <out>_shape (the kernel's).
+    users = {name: line for name, line in named}
+    for arg in spec.inputs + spec.outputs:
+        derived = [f"{arg.name}_{axis}" for axis, dim in enumerate(arg.shape) if dim is None]
+        derived += [f"{arg.name}_shape"] if arg in spec.outputs else []
+        for name in derived:
+            if name in users:
+                raise SpecError(spec.path, users[name], f"'{name}' clashes with the name the generated code "
+                                                        f"gives a dimension or the shape of '{arg.name}' "
+                                                        f"(line {arg.line}): rename it")
 
 
 # --- the template context ------------------------------------------------------------------------------
@@ -140,6 +176,7 @@ class FArg:
     extents: list[str]        # Fortran order (TF's reversed)
     intent: str               # in, out, inout
     doc: str = ""
+    cxx_arg: str = ""         # what the kernel passes, where not the tensor's buffer (a size's address)
 
     def declaration(self, by_value: bool) -> str:
         shape = f"({', '.join(self.extents)})" if self.extents else ""
@@ -175,24 +212,62 @@ def _dims(spec: OpSpec) -> list[tuple[str, str, str]]:
     return out
 
 
+@dataclass
+class DynamicSize:
+    """A size only the size subroutine knows: a name nothing binds, or ``<out>_<axis>`` for a ``?``."""
+    name: str
+    axes: list[tuple[str, int]]   # (output, axis) it sizes; the gradient op reads it from the first
+
+    @property
+    def where(self) -> str:
+        return ", ".join(f"dimension {axis} of output '{out}'" for out, axis in self.axes)
+
+
+def _dynamic_sizes(spec: OpSpec) -> list[DynamicSize]:
+    """The dynamic outputs' sizes: the names no input or int attribute sets, in
+    order of first use, then ``<out>_<axis>`` for each ``?`` axis of an output."""
+    bound = dim_bindings(spec)
+    named: dict[str, DynamicSize] = {}
+    unnamed: list[DynamicSize] = []
+    for out in spec.outputs:
+        for axis, dim in enumerate(out.shape):
+            if dim is None:
+                unnamed.append(DynamicSize(f"{out.name}_{axis}", [(out.name, axis)]))
+            elif isinstance(dim, str) and dim not in bound:
+                named.setdefault(dim, DynamicSize(dim, [])).axes.append((out.name, axis))
+    return list(named.values()) + unnamed
+
+
 def _farg(arg: Arg, bound, intent: str, name: Optional[str] = None) -> FArg:
     return FArg(name or arg.name, KINDS[arg.dtype.spec], arg.dtype.cxx, _extents(arg, bound), intent)
 
 
 def _subroutines(spec: OpSpec) -> list[dict]:
+    """The subroutines the kernels call, in calling order: the size subroutine
+    (only with dynamic outputs), the forward one, the backward one (with a gradient)."""
     bound = dim_bindings(spec)
-    dims = _dims(spec)
+    known = _dims(spec)
+    dynamic = _dynamic_sizes(spec)
+    dims = known + [(d.name, d.name, f"set by {size_subroutine(spec)}: {d.where}") for d in dynamic]
     attrs = [{"name": a.name, "ftype": KINDS[a.dtype.spec], "cxx": _ATTR_CXX[a.dtype.spec],
               "default": a.default} for a in spec.attrs]
-    forward = ([_farg(a, bound, "out") for a in spec.outputs] + [_farg(a, bound, "in") for a in spec.inputs])
-    subs = [{"kind": "forward", "name": spec.forward, "op": spec.name, "arrays": forward}]
+    inputs = [_farg(a, bound, "in") for a in spec.inputs]
+    subs = []
+    if dynamic:
+        sizes = [FArg(d.name, KINDS["int64"], "int64_t", [], "out", cxx_arg=f"&{d.name}") for d in dynamic]
+        subs.append({"kind": "size", "name": size_subroutine(spec), "op": spec.name, "arrays": sizes + inputs,
+                     "dims": known})
+    forward = [_farg(a, bound, "out") for a in spec.outputs] + inputs
+    subs.append({"kind": "forward", "name": spec.forward, "op": spec.name, "arrays": forward, "dims": dims})
     if has_gradient(spec):
         backward = ([_farg(a, bound, "inout", f"grad_{a.name}") for a in grad_inputs(spec)]
                     + [_farg(a, bound, "in", f"grad_{a.name}") for a in grad_outputs(spec)]
-                    + [_farg(a, bound, "in") for a in spec.outputs] + [_farg(a, bound, "in") for a in spec.inputs])
-        subs.append({"kind": "backward", "name": spec.backward, "op": spec.name + "Grad", "arrays": backward})
+                    + [_farg(a, bound, "in") for a in spec.outputs] + inputs)
+        subs.append({"kind": "backward", "name": spec.backward, "op": spec.name + "Grad", "arrays": backward,
+                     "dims": dims})
     for s in subs:
-        s["dims"], s["attrs"] = dims, attrs
+        dims = s["dims"]
+        s["attrs"] = attrs
         s["args"] = [d[0] for d in dims] + [a.name for a in s["arrays"]] + [a["name"] for a in attrs]
         s["wrapper"] = f"tfbridge_{spec.name}_{s['kind']}"
         head = [f"integer(c_int64_t), value :: {d[0]}" for d in dims] + [f"{a['ftype']}, value :: {a['name']}"
@@ -204,15 +279,25 @@ def _subroutines(spec: OpSpec) -> list[dict]:
                            + [f"{a.cxx}*" if a.intent != "in" else f"const {a.cxx}*" for a in s["arrays"]]
                            + [a["cxx"] for a in attrs])
         s["cxx_args"] = ([d[1] for d in dims]
-                         + [f"{a.name}{'->' if a.intent != 'in' else '.'}flat<{a.cxx}>().data()" for a in s["arrays"]]
+                         + [a.cxx_arg or f"{a.name}{'->' if a.intent != 'in' else '.'}flat<{a.cxx}>().data()"
+                            for a in s["arrays"]]
                          + [f"static_cast<{a['cxx']}>({a['name']}_)" for a in attrs])
     return subs
 
 
 def context(spec: OpSpec) -> dict:
     ctx = codegen.context(spec)
-    ctx.update(subroutines=_subroutines(spec), source_file=source_file_name(spec),
-               module=f"{snake_case(spec.name)}_interface", language="fortran",
+    subs = _subroutines(spec)
+    by_kind = {s["kind"]: s for s in subs}
+    # A dynamic output's dimension is the variable the size subroutine set (kernel and gradient kernel).
+    for out in ctx["outputs"]:
+        for d in out.dims:
+            if d.kind in ("free", "any"):
+                d.size = d.text if d.kind == "free" else f"{out.name}_{d.axis}"
+    ctx.update(subroutines=subs, size_sub=by_kind.get("size"), forward_sub=by_kind["forward"],
+               backward_sub=by_kind.get("backward"), dynamic=_dynamic_sizes(spec),
+               source_file=source_file_name(spec), module=f"{snake_case(spec.name)}_interface",
+               language="fortran",
                stateful=False)  # the subroutines are pure (README, "Fortran subroutines as ops"): TF may fold them
     return ctx
 
@@ -239,11 +324,12 @@ EXAMPLE_BACKWARD = ["grad_x = grad_x + 2 * grad_y"]
 
 
 def stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
-         backward_body: Optional[list[str]] = None) -> str:
-    """The Fortran file with the forward and backward subroutines and their
-    declarations; given bodies fill them in, else each body is an ``error stop``
-    naming what to compute."""
-    return _render("fortran_stub.f90.j2", spec, forward_body=forward_body, backward_body=backward_body)
+         backward_body: Optional[list[str]] = None, size_body: Optional[list[str]] = None) -> str:
+    """The Fortran file with the op's subroutines (size, with dynamic outputs;
+    forward; backward) and their declarations; given bodies fill them in, else
+    each body is an ``error stop`` naming what to compute."""
+    return _render("fortran_stub.f90.j2", spec, forward_body=forward_body, backward_body=backward_body,
+                   size_body=size_body)
 
 
 def cmake_lists(spec: OpSpec, extra_sources: list[Path]) -> str:
