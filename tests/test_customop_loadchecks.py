@@ -253,3 +253,17 @@ def test_julia_check_mode_refuses_an_output_element_never_written(probe):
     assert run("0").startswith("values [1.0, 2.0, ")  # without it, y[3] is whatever the buffer held
     _write(folder, _module(FORWARD, BACKWARD))
     assert run("1") == "values [2.0, 4.0, 6.0]"
+
+
+def test_an_output_expression_over_a_name_nothing_binds_is_a_spec_error_naming_the_line(tmp_path):
+    """`y(2*m)` with `m` in no input and no attribute: refused before compiling (the generated
+    kernel did not compile: `DimensionHandle 2*m = ...`)."""
+    (tmp_path / "custom_op.txt").write_text("Rep2\ndouble x(n)\ndouble y(2*m) -> output\n")
+    (tmp_path / "Rep2.jl").write_text("rep2(y, x) = nothing\nrep2_grad(gx, gy, y, x) = nothing\n")
+    with pytest.raises(customop.SpecError) as info:
+        customop.build(tmp_path, progress=lambda _: None)
+    assert str(info.value) == (
+        f"{tmp_path / 'custom_op.txt'}:3: dimension '2*m' of output 'y' uses 'm', which no input or int64 "
+        "attribute binds: name it alone in an input's shape, declare '@attr int64 m', or write '?' for a size "
+        "the Julia function chooses (it assigns y[] = A)")
+    assert not (tmp_path / "build").exists() or not any((tmp_path / "build").iterdir())

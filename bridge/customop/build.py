@@ -89,6 +89,8 @@ def build_spec(directory: Union[str, Path], progress: Optional[Progress] = None,
     spec = fortran.resolve_language(parse_file(directory / SPEC_FILE), directory)
     if fortran.is_fortran(spec):
         fortran.check_spec(spec)
+    else:
+        checks.check_output_expressions(spec)
     if check is not None:
         check(spec)
     if before_compiling is not None and not fortran.is_fortran(spec) and not _is_cached(directory, spec):

@@ -18,6 +18,8 @@ import warnings
 from pathlib import Path
 
 from .analysis import dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic
+from .dims import dim_names
+from .errors import SpecError
 from .model import Arg, Expr, OpSpec
 
 __all__ = ["JuliaFunctionError", "MissingBackwardWarning", "DynamicOutputWarning", "check_output_assignments",
@@ -132,6 +134,23 @@ def _dimension_names(spec: OpSpec, arg) -> list[str]:
     fresh = (n for n in ["n", "m", "k", "p", "q", "r"] + [f"n{i}" for i in range(1, 100)] if n not in used)
     return [d if isinstance(d, str) else d.text if isinstance(d, Expr) else str(d) if isinstance(d, int)
             else next(fresh) for d in arg.shape]
+
+
+def check_output_expressions(spec: OpSpec) -> None:
+    """Refuse, naming the line, an output dimension computed from a name that
+    nothing binds before the call (``y(2*m)``, ``m`` in no input's shape and
+    no attribute): the kernel cannot compute it, and Julia's result cannot be
+    checked against it."""
+    bound = dim_bindings(spec)
+    for out in spec.outputs:
+        for dim in out.shape:
+            missing = [n for n in dim_names(dim) if n not in bound] if isinstance(dim, Expr) else []
+            if missing:
+                raise SpecError(spec.path, out.line,
+                                f"dimension '{dim.text}' of output '{out.name}' uses '{missing[0]}', which no "
+                                "input or int64 attribute binds: name it alone in an input's shape, declare "
+                                f"'@attr int64 {missing[0]}', or write '?' for a size the Julia function "
+                                f"chooses (it assigns {out.name}[] = A)")
 
 
 def announce_unsized_outputs(spec: OpSpec) -> None:
