@@ -1,0 +1,172 @@
+"""SyncReplicasOptimizer training that survives tasks that die, and its
+``variable_averages``, on a loopback cluster (ps 0, workers 0 and 1,
+`tfbridge server` processes shared by the module, the ps restarted before
+each test so that no queue holds another test's tokens).
+
+Between-graph training: one client (graph, ``distribute.Session``, thread)
+per worker, ``train_loop(..., checkpoint_dir=, hooks=[opt.make_session_run_hook(...)])``.
+A task is killed with SIGKILL after the chief's step 6 and restarted; every
+worker's step fails (at the latest at its run's deadline: nothing moves
+while one worker is missing), each recovers, and the chief's barrier rolls
+both back to its newest checkpoint with the sync state reset.
+
+What is compared: with two replicas, ``replicas_to_aggregate=2`` and no
+initial tokens every step averages one gradient per worker computed from
+the same variables, so the run is deterministic; its losses and variables
+equal the same two towers replicated in one graph and run locally
+(``distribute.replicate``), bit for bit (the accumulator's (a + b) / 2 and
+``AddN`` times 0.5 round alike).  The chief's losses are all compared; the
+other worker's too, except a step whose run failed after its gradient was
+applied (the others completed that step): it resumes after it and that
+step's loss is None.  Every server is killed when the module ends, pass or
+fail; every run has a deadline, every recovery a time limit.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import distribute, train
+
+from cluster_support import local_cluster
+from test_distribute_faults import Killer
+from test_distribute_train import regression_feed, regression_loss, worker_graph
+
+RUN_TIMEOUT = 5.0
+STEPS = 12
+SAVE_EVERY = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster({"ps": 1, "worker": 2}, tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture
+def fresh_ps(cluster):
+    """A ps with no queues or accumulators of an earlier test (TF's queue names are fixed: sync_token_q)."""
+    cluster.start("ps", 0)
+    return cluster
+
+
+def reference(steps: int = STEPS):
+    """Each tower's losses and the final (w, b) of the same training replicated in one graph, run locally."""
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name="w")
+        b = bridge.Variable(np.zeros(2), name="b")
+        feeds = []
+
+        def tower(i):
+            x = bridge.placeholder(bridge.float64, [None, 3], name="x")
+            y = bridge.placeholder(bridge.float64, [None, 2], name="y")
+            feeds.append((x, y))
+            return regression_loss(x, y, w, b)
+
+        rep = distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
+        init = bridge.global_variables_initializer()
+    losses = {0: [], 1: []}
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        for s in range(steps):
+            feed = {**regression_feed(*feeds[0], s, 0), **regression_feed(*feeds[1], s, 1)}
+            values = sess.run(rep.tower_losses + [rep.train_op], feed)[:2]
+            for task in (0, 1):
+                losses[task].append(values[task])
+        final = sess.run([w.value(), b.value()])
+    return losses, final
+
+
+def train_two_workers(cluster, prefix, callback=None, checkpoint_dir=None, steps=STEPS, **opt_kwargs):
+    """Both workers' train_loop in threads; returns (losses by task, global step, [w, b], chief's hook, graphs)."""
+    graphs = [worker_graph(cluster.spec, task, prefix, sync_replicas=True) for task in (0, 1)]
+    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
+                for task in (0, 1)]
+    hooks = [graphs[task][6].make_session_run_hook(is_chief=task == 0, num_tokens=0) for task in (0, 1)]
+    results, errors = {}, []
+
+    def work(task):
+        g, x, y, loss, train_op, global_step, _, _ = graphs[task]
+        try:
+            sessions[task].prepare(wait_timeout=60)
+            kwargs = dict(checkpoint_dir=checkpoint_dir, save_every=SAVE_EVERY, recovery_timeout=60,
+                          max_recoveries=2) if checkpoint_dir is not None else {}
+            results[task] = train.train_loop(sessions[task], train_op, steps, loss=loss, progress=False,
+                                             feed_dict=lambda s: regression_feed(x, y, s, task),
+                                             callback=callback if task == 0 else None, hooks=[hooks[task]],
+                                             **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(task,)) for task in (1, 0)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, (errors, hooks[0].exceptions)
+        assert all(not t.is_alive() for t in threads)
+        g0 = graphs[0]
+        final_step, w, b = sessions[0].run([g0[5].value(), g0[7][0].value(), g0[7][1].value()])
+    finally:
+        for sess in sessions:
+            sess.close()
+    return results, final_step, [w, b], hooks[0], graphs
+
+
+@pytest.mark.parametrize("task", [("ps", 0), ("worker", 1), ("worker", 0)], ids=["ps", "worker", "chief"])
+def test_sync_replicas_training_recovers_from_a_killed_task_and_ends_as_an_uninterrupted_run(
+        fresh_ps, task, tmp_path, caplog):
+    """Killed after the chief's step 6, restarted 0.5 s later: the ps loses the
+    variables, the accumulators and the queues (all come back: restored,
+    re-created by chief_init_op); a worker or the chief's master takes its
+    local step and its session with it, and the ps keeps tokens and gradients
+    of the steps before (drained).  Both workers resume at the chief's newest
+    checkpoint and end where the uninterrupted training ends."""
+    cluster = fresh_ps
+    killer = Killer(cluster, task, at=6)
+    caplog.set_level(logging.INFO, logger="bridge.train")
+    t0 = time.monotonic()
+    try:
+        results, final_step, final, hook, _ = train_two_workers(cluster, f"rec_{task[0]}{task[1]}",
+                                                                callback=killer, checkpoint_dir=tmp_path)
+    finally:
+        killer.join()
+    elapsed = time.monotonic() - t0
+    assert cluster.server(*task).pid != killer.old_pid
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    chief = [line for line in lines if "restored model.ckpt-" in line]
+    other = [line for line in lines if "the chief's variables are back" in line]
+    assert len(chief) == 1 and len(other) == 1, lines
+    resumed = int(re.search(r"resuming at step (\d+)", chief[0]).group(1))
+    assert resumed in (4, 8), chief
+    assert f"restored model.ckpt-{resumed}, resuming at step {resumed}" in chief[0], chief
+    assert f"resuming at step {resumed} " in other[0], other   # the same step: the chief's checkpoint
+    # What the ps kept from before the failure was drained: the gradients of a
+    # step in flight (a restarted ps keeps nothing).
+    drained = [r.getMessage() for r in caplog.records if "drained from before the failure" in r.getMessage()]
+    if task == ("ps", 0):
+        assert drained == [], drained
+    else:
+        assert len(drained) == 1 and re.search(r"\d+ accumulator_0", drained[0]), drained
+    assert final_step == STEPS
+    expected, expected_final = reference()
+    assert len(results[0]) == len(results[1]) == STEPS
+    np.testing.assert_array_equal(results[0], expected[0])
+    skipped = [s for s, value in enumerate(results[1]) if value is None]
+    assert len(skipped) <= 1 and all(s < resumed for s in skipped), skipped
+    for s, value in enumerate(results[1]):
+        if value is not None:
+            assert value == expected[1][s], (s, value, expected[1][s])
+    for got, want in zip(final, expected_final):
+        np.testing.assert_array_equal(got, want)
+    assert hook.exceptions == []
+    assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
+    assert elapsed < 60, elapsed
