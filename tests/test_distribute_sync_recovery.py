@@ -84,9 +84,10 @@ def reference(steps: int = STEPS):
     return losses, final
 
 
-def train_two_workers(cluster, prefix, callback=None, checkpoint_dir=None, steps=STEPS, **opt_kwargs):
-    """Both workers' train_loop in threads; returns (losses by task, global step, [w, b], chief's hook, graphs)."""
-    graphs = [worker_graph(cluster.spec, task, prefix, sync_replicas=True) for task in (0, 1)]
+def train_two_workers(cluster, prefix, callback=None, checkpoint_dir=None, steps=STEPS, build=worker_graph):
+    """Both workers' train_loop in threads (graphs from ``build``, as worker_graph's);
+    returns (losses by task, global step, [w, b], chief's hook, graphs)."""
+    graphs = [build(cluster.spec, task, prefix, sync_replicas=True) for task in (0, 1)]
     sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
                 for task in (0, 1)]
     hooks = [graphs[task][6].make_session_run_hook(is_chief=task == 0, num_tokens=0) for task in (0, 1)]
@@ -170,3 +171,58 @@ def test_sync_replicas_training_recovers_from_a_killed_task_and_ends_as_an_unint
     assert hook.exceptions == []
     assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
     assert elapsed < 60, elapsed
+
+
+# --- variable_averages -----------------------------------------------------------------------------
+
+DECAY, EMA_STEPS = 0.9, 8
+
+
+def averaged_worker_graph(spec, task, prefix, sync_replicas=True):
+    """worker_graph's model with ``variable_averages=ExponentialMovingAverage(DECAY,
+    num_updates=global_step)`` over w and b (tests/oracle/sync_replicas_training.py builds it with stock TF)."""
+    g = bridge.Graph()
+    with g.as_default(), bridge.device(distribute.replica_device_setter(
+            cluster=spec, worker_device=f"/job:worker/task:{task}")):
+        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name=f"{prefix}_w")
+        b = bridge.Variable(np.zeros(2), name=f"{prefix}_b")
+        global_step = bridge.Variable(np.int64(0), name=f"{prefix}_global_step", trainable=False)
+        x = bridge.placeholder(bridge.float64, [None, 3], name="x")
+        y = bridge.placeholder(bridge.float64, [None, 2], name="y")
+        loss = regression_loss(x, y, w, b)
+        ema = train.ExponentialMovingAverage(DECAY, num_updates=global_step)
+        opt = train.SyncReplicasOptimizer(train.GradientDescentOptimizer(0.1), replicas_to_aggregate=2,
+                                          total_num_replicas=2, variable_averages=ema, variables_to_average=[w, b])
+        train_op = opt.minimize(loss, global_step=global_step)
+    g.ema = ema
+    return g, x, y, loss, train_op, global_step, opt, (w, b)
+
+
+def test_variable_averages_are_applied_by_the_chief_after_each_sync_update_as_stock_tf(fresh_ps, oracle):
+    """The averages (``<var>/ExponentialMovingAverage`` on the ps, beside the
+    variables) follow TF's update after each sync step: the losses, the
+    variables, their averages and the global step equal stock TF's
+    SyncReplicasOptimizer with the same ``variable_averages`` on its own
+    servers, bit for bit (TF's arithmetic: a float32 decay, min(decay,
+    (1 + n) / (10 + n)) with n the global step read after the update)."""
+    cluster = fresh_ps
+    batches = [[tuple(regression_feed("x", "y", s, task).values()) for task in (0, 1)] for s in range(EMA_STEPS)]
+    want = oracle("sync_replicas_training", {
+        "learning_rate": 0.1, "decay": DECAY, "batches": batches,
+        "init": {"w": np.linspace(-0.5, 0.5, 6).reshape(3, 2), "b": np.zeros(2)}}, timeout=300)
+    results, final_step, final, _, graphs = train_two_workers(cluster, "ema", steps=EMA_STEPS,
+                                                              build=averaged_worker_graph)
+    g, ema, (w, b) = graphs[0][0], graphs[0][0].ema, graphs[0][7]
+    by_name = {op.name: op for op in g.get_operations()}
+    assert by_name["ema_w/ExponentialMovingAverage"].device == by_name["ema_w"].device == "/job:ps/task:0"
+    assert ema.average_name(w) == "ema_w/ExponentialMovingAverage"
+    assert final_step == want["global_step"] == EMA_STEPS
+    for task in (0, 1):
+        np.testing.assert_array_equal(results[task], want["losses"][task])
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+        averages = sess.run([ema.average(w).value(), ema.average(b).value()])
+    for got, name in zip(final + averages, ["w", "b", "w_average", "b_average"]):
+        np.testing.assert_array_equal(got, want["final"][name], err_msg=name)
+    # The averages lag the variables: they were updated, and are not the variables.
+    assert not np.allclose(averages[0], final[0]) and not np.allclose(averages[0], w_initial := np.linspace(
+        -0.5, 0.5, 6).reshape(3, 2)), (averages[0], w_initial)

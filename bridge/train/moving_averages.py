@@ -70,8 +70,10 @@ class ExponentialMovingAverage:
         with graph.as_default(), graph.name_scope(self._name) as scope:
             decay = constant(np.float32(self._decay), name="decay")
             if self._num_updates is not None:
-                n = ops.cast(convert_to_output(self._num_updates, None, graph, name="num_updates"),
-                             DstT=dtypes.float32, name="num_updates")
+                # A variable is read when the update runs, after its control dependencies (TF reads anew).
+                count = (self._num_updates.read_value() if isinstance(self._num_updates, Variable)
+                         else convert_to_output(self._num_updates, None, graph, name="num_updates"))
+                n = ops.cast(count, DstT=dtypes.float32, name="num_updates")
                 decay = ops.minimum(decay, ops.real_div(ops.add_v2(constant(np.float32(1.0)), n),
                                                         ops.add_v2(constant(np.float32(10.0)), n)))
             updates = [_assign_moving_average(self._averages[(v.graph, v.name)], v, decay) for v in var_list]
