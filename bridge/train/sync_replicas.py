@@ -16,14 +16,19 @@ wraps another one; its ``apply_gradients`` builds TF's layout:
   lets the workers start their next step.  The chief runs it in a thread,
   :meth:`SyncReplicasOptimizer.get_chief_queue_runner`.
 
-TF runs the set-up in a session hook; here the hook's method is called
-directly after the session exists (and its variables are initialized)::
+TF runs the set-up in a session hook; here ``train_loop`` runs it (and
+again after every recovery: ``_SyncReplicasOptimizerHook``), or call its
+methods after the session exists (and its variables are initialized)::
 
     hook = opt.make_session_run_hook(is_chief)
     sess.prepare()                       # the chief initializes, the others wait
-    hook.after_create_session(sess)      # the chief starts its sync thread
-    ... train ...
-    hook.end(sess)                       # the chief stops it
+    train_loop(sess, train_op, steps, hooks=[hook], checkpoint_dir=...)
+    # or by hand: hook.after_create_session(sess) (the chief starts its sync
+    # thread), ... train ..., hook.end(sess) (the chief stops it)
+
+``variable_averages`` (an ``ExponentialMovingAverage``): the chief's
+``sync_op`` applies it to ``variables_to_average`` after putting the tokens
+in the queue, as TF's.
 
 With ``replicas_to_aggregate == total_num_replicas`` and ``num_tokens=0``
 every step averages one gradient per worker computed from the same
