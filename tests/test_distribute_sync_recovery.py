@@ -33,6 +33,7 @@ import pytest
 
 import bridge
 from bridge import distribute, train
+from bridge.framework.errors import DeadlineExceededError
 
 from cluster_support import local_cluster
 from test_distribute_faults import Killer
@@ -172,6 +173,26 @@ def test_sync_replicas_training_recovers_from_a_killed_task_and_ends_as_an_unint
     assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
     assert elapsed < 60, elapsed
 
+
+def test_a_worker_that_never_checks_in_fails_the_chiefs_recovery_within_the_recovery_timeout(fresh_ps, tmp_path):
+    """Only the chief trains: its first step waits for the other worker's
+    gradient until the run's deadline, its recovery waits for that worker's
+    check-in until recovery_timeout, and the error says what it waited for."""
+    cluster = fresh_ps
+    g, x, y, loss, train_op, _, opt, _ = worker_graph(cluster.spec, 0, "alone", sync_replicas=True)
+    hook = opt.make_session_run_hook(is_chief=True, num_tokens=0)
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
+        sess.prepare()
+        t0 = time.monotonic()
+        with pytest.raises(DeadlineExceededError) as info:
+            train.train_loop(sess, train_op, 3, loss=loss, feed_dict=lambda s: regression_feed(x, y, s, 0),
+                             progress=False, checkpoint_dir=tmp_path, hooks=[hook], recovery_timeout=3.0)
+        elapsed = time.monotonic() - t0
+    message = str(info.value)
+    assert "could not recover within 3 s (recovery 1 of 3)" in message, message
+    assert re.search(r"SyncReplicasOptimizer: /job:worker/task:0 waited [\d.]+ s for the other workers to check "
+                     r"in \(0 of 1\)", message), message
+    assert elapsed < RUN_TIMEOUT + 3.0 + 10, elapsed
 
 # --- variable_averages -----------------------------------------------------------------------------
 

@@ -176,7 +176,8 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     first = checkpoints.start(session) if checkpoints is not None else 0
     hooks = list(hooks)
     for hook in hooks:
-        hook.after_create_session(session, None)
+        if hasattr(hook, "after_create_session"):
+            hook.after_create_session(session, None)
         if hasattr(hook, "first_step"):
             first = int(hook.first_step(session, first))
     use_bar = stderr_is_terminal() if progress is None else bool(progress)
