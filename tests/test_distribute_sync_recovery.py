@@ -247,3 +247,33 @@ def test_variable_averages_are_applied_by_the_chief_after_each_sync_update_as_st
     # The averages lag the variables: they were updated, and are not the variables.
     assert not np.allclose(averages[0], final[0]) and not np.allclose(averages[0], w_initial := np.linspace(
         -0.5, 0.5, 6).reshape(3, 2)), (averages[0], w_initial)
+
+
+def test_exponential_moving_average_follows_tfs_arithmetic_and_names():
+    """Alone, locally: ``shadow -= (shadow - var) * (1 - decay)`` with TF's float32
+    decay and ``min(decay, (1 + n) / (10 + n))``, the variable read after the
+    update it follows; TF's names for the averages and for restoring them."""
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.array([1.0, -2.0]), name="w")
+        step = bridge.Variable(np.int64(0), name="step", trainable=False)
+        ema = train.ExponentialMovingAverage(DECAY, num_updates=step)
+        update = bridge.ops.assign_variable_op(w.handle, w.read_value() * np.float64(0.5))
+        with g.control_dependencies([update]):
+            averages = ema.apply([w])
+        count = bridge.ops.assign_add_variable_op(step.handle, np.int64(1))
+        init = bridge.global_variables_initializer()
+    assert ema.average(w).name == ema.average_name(w) == "w/ExponentialMovingAverage"
+    assert ema.average(step) is None
+    # As TF's: the average's checkpoint name restores into w; the average itself is not listed again.
+    assert ema.variables_to_restore() == {"w/ExponentialMovingAverage": w, "step": step}
+    value, shadow = np.array([1.0, -2.0]), np.array([1.0, -2.0])
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        for n in range(4):
+            sess.run(averages)
+            sess.run(count)
+            value = value * 0.5
+            decay = min(np.float32(DECAY), (np.float32(1) + np.float32(n)) / (np.float32(10) + np.float32(n)))
+            shadow = shadow - (shadow - value) * np.float64(np.float32(1) - np.float32(decay))
+            np.testing.assert_array_equal(sess.run(ema.average(w).value()), shadow)

@@ -53,6 +53,7 @@ def is_recoverable(exc: BaseException) -> bool:
         return True
     return isinstance(exc, FailedPreconditionError) and bool(_LOST_VARIABLE.search(exc.message or ""))
 
+
 def after_recovery(hooks: Sequence[Any], session: Any, step: int, deadline: float) -> int:
     """Run each hook's set-up on the new session: its ``after_recovery(session,
     step, timeout)`` (the bridge's, returning the step to resume at) where it
