@@ -224,3 +224,31 @@ def test_a_plain_script_shows_progress_without_logging_set_up():
     lines = [l for l in proc.stderr.splitlines() if l.startswith("train_loop: ")]
     assert [l.split(" (")[0] for l in lines][-1] == "train_loop: done: step 20/20 loss 7.27596e-12"  # 2 * 0.25**19
     assert len(lines) == 10 and proc.stdout == ""
+
+
+def test_hooks_are_set_up_before_the_first_step_and_ended_after_the_last():
+    """hooks=: after_create_session (TF's) once the session is ready, the
+    bridge's first_step giving the step to start at, end after the last step."""
+    sess, x, y, w, loss, train_op = gd_model()
+    calls = []
+
+    class Hook:
+        def after_create_session(self, session, coord):
+            calls.append(("after_create_session", session is sess, coord))
+
+        def first_step(self, session, step):
+            calls.append(("first_step", step))
+            return 2
+
+        def end(self, session):
+            calls.append(("end", session.run(w.value())))
+
+    seen = []
+    losses = train_loop(sess, train_op, 5, loss=loss, feed_dict={x: XS, y: YS}, progress=False, hooks=[Hook()],
+                        callback=lambda step, value: seen.append(step))
+    want, w_final = numpy_gd(3)
+    assert seen == [2, 3, 4] and len(losses) == 3
+    np.testing.assert_allclose(losses, want, rtol=1e-12)
+    assert calls[:2] == [("after_create_session", True, None), ("first_step", 0)]
+    assert [c[0] for c in calls] == ["after_create_session", "first_step", "end"]
+    np.testing.assert_allclose(calls[2][1], w_final, rtol=1e-12)

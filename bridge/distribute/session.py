@@ -274,7 +274,7 @@ class Session(_Session):
         try:
             with self._runs_lock:
                 while self._runs_in_flight:
-                    self._runs_lock.wait()
+                    self._runs_over.wait()
         finally:
             drained.set()
         s = status()

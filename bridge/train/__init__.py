@@ -12,7 +12,8 @@
 - ``Saver``: TensorFlow's V2 checkpoints (SaveV2/RestoreV2).
 - ``train_loop``: steps with a progress bar (tqdm) and a callback; with a
   ``checkpoint_dir``, checkpoints and recovery from tasks that die.
-- ``SyncReplicasOptimizer``: synchronous between-graph training (TF1's).
+- ``SyncReplicasOptimizer``: synchronous between-graph training (TF1's);
+  ``ExponentialMovingAverage`` (its ``variable_averages``).
 
 The submodules load on first use.
 """
@@ -40,6 +41,7 @@ _LAZY = {
     "get_checkpoint_state": "saver",
     "train_loop": "loop",
     "SyncReplicasOptimizer": "sync_replicas",
+    "ExponentialMovingAverage": "moving_averages",
 }
 
 __all__ = sorted(_LAZY)

@@ -12,7 +12,7 @@ import logging
 import math
 import sys
 import time
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from bridge.framework.errors import OpError
 
@@ -102,7 +102,7 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                progress: Optional[bool] = None, log_every: Optional[int] = None,
                checkpoint_dir: Any = None, save_every: Optional[int] = None, saver: Any = None,
                max_recoveries: int = 3, recovery_timeout: float = 120.0,
-               is_chief: Optional[bool] = None) -> list[Optional[float]]:
+               is_chief: Optional[bool] = None, hooks: Sequence[Any] = ()) -> list[Optional[float]]:
     """Run ``train_op`` until step ``steps``; return the loss of each step run.
 
     Each step is one ``session.run([train_op, loss], feed)`` (``train_op``
@@ -145,6 +145,18 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     (its own client) saves nothing; after a failure it reconnects, waits
     for the chief to restore the variables (``wait_for_variables``) and
     goes on at its own step.
+
+    ``hooks``: TF's session hooks, such as ``SyncReplicasOptimizer``'s
+    ``make_session_run_hook(is_chief)``: ``after_create_session(session,
+    coord)`` once the session is ready (after the checkpoint's restore) and
+    again after every recovery, ``end(session)`` when the loop is done.  The
+    bridge's additions, used where a hook has them: ``first_step(session,
+    step)`` gives the step to start at, ``begin_recovery(session)`` runs when
+    a step failed, ``after_recovery(session, step, timeout)`` replaces
+    ``after_create_session`` after a recovery and gives the step to resume
+    at.  With ``SyncReplicasOptimizer`` every worker rolls back to the
+    chief's checkpoint (README, "Recovery"); a worker whose failed step the
+    others completed resumes after it, its loss then None.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"train_loop: steps must be a non-negative int, got {steps!r}")
@@ -162,6 +174,12 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
         is_chief = bool(getattr(session, "is_chief", True))
     checkpoints = Checkpoints(session, checkpoint_dir, saver, is_chief) if checkpoint_dir is not None else None
     first = checkpoints.start(session) if checkpoints is not None else 0
+    hooks = list(hooks)
+    for hook in hooks:
+        if hasattr(hook, "after_create_session"):
+            hook.after_create_session(session, None)
+        if hasattr(hook, "first_step"):
+            first = int(hook.first_step(session, first))
     use_bar = stderr_is_terminal() if progress is None else bool(progress)
     report = _Bar(steps, first) if use_bar else _Log(steps, log_every, first)
     fetches = train_op if loss is None else [train_op, loss]
@@ -189,14 +207,22 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                                      type(exc).__name__, recoveries)
                     raise
                 recoveries += 1
-                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout)
+                for hook in hooks:
+                    if hasattr(hook, "begin_recovery"):
+                        hook.begin_recovery(session)
+                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout, hooks)
                 del losses[max(0, step - first):]
+                # Ahead of the failed step (the other workers completed it): no loss for the steps skipped.
+                losses.extend([None] * max(0, step - first - len(losses)))
                 report.rewind(step)
                 continue
             if callback is not None and callback(step - 1, value):
                 stopped = "stopped by callback"
         if checkpoints is not None and checkpoints.last_saved != step:
             checkpoints.save(session, step)
+        for hook in hooks:
+            if hasattr(hook, "end"):
+                hook.end(session)
     except KeyboardInterrupt:
         report.close(step, "interrupted")
         raise

@@ -28,12 +28,12 @@ import logging
 import os
 import re
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from bridge.framework.errors import (AbortedError, DeadlineExceededError, FailedPreconditionError, OpError,
                                      UnavailableError)
 
-__all__ = ["RECOVERABLE_ERRORS", "Checkpoints", "CHECKPOINT_BASENAME", "is_recoverable"]
+__all__ = ["RECOVERABLE_ERRORS", "Checkpoints", "CHECKPOINT_BASENAME", "is_recoverable", "after_recovery"]
 
 logger = logging.getLogger("bridge.train")
 
@@ -52,6 +52,20 @@ def is_recoverable(exc: BaseException) -> bool:
     if isinstance(exc, RECOVERABLE_ERRORS):
         return True
     return isinstance(exc, FailedPreconditionError) and bool(_LOST_VARIABLE.search(exc.message or ""))
+
+
+def after_recovery(hooks: Sequence[Any], session: Any, step: int, deadline: float) -> int:
+    """Run each hook's set-up on the new session: its ``after_recovery(session,
+    step, timeout)`` (the bridge's, returning the step to resume at) where it
+    has one, else TF's ``after_create_session(session, coord)``; return the step."""
+    for hook in hooks:
+        again = getattr(hook, "after_recovery", None)
+        if again is not None:
+            step = int(again(session, step, max(0.1, deadline - time.monotonic())))
+        elif hasattr(hook, "after_create_session"):
+            hook.after_create_session(session, None)
+    return step
+
 
 #: The checkpoints' name in ``checkpoint_dir``, as TF's ``CheckpointSaverHook`` names them.
 CHECKPOINT_BASENAME = "model.ckpt"
@@ -136,9 +150,10 @@ class Checkpoints:
         return step
 
     def recover(self, session: Any, error: OpError, step: int, attempt: int, max_recoveries: int,
-                timeout: float) -> int:
+                timeout: float, hooks: Sequence[Any] = ()) -> int:
         """Reconnect ``session``, wait for its tasks, restore the newest
-        checkpoint; return its step.  One log line says what happened."""
+        checkpoint, run the hooks' set-up again (:func:`after_recovery`);
+        return the step to resume at.  One log line says what happened."""
         start = time.monotonic()
         deadline = start + timeout
         last: Optional[OpError] = None
@@ -156,12 +171,13 @@ class Checkpoints:
                 if not self.is_chief:
                     session.wait_for_variables(timeout=max(0.1, deadline - time.monotonic()))
                     restored, prefix = step, None
-                    break
-                found = self.latest()
-                if found is None:
-                    raise ValueError(f"train_loop: no checkpoint in {self.folder} to recover from")
-                prefix, restored = found
-                self.saver.restore(session, prefix)
+                else:
+                    found = self.latest()
+                    if found is None:
+                        raise ValueError(f"train_loop: no checkpoint in {self.folder} to recover from")
+                    prefix, restored = found
+                    self.saver.restore(session, prefix)
+                restored = after_recovery(hooks, session, restored, deadline)
                 break
             except OpError as exc:
                 if not is_recoverable(exc):

@@ -16,14 +16,19 @@ wraps another one; its ``apply_gradients`` builds TF's layout:
   lets the workers start their next step.  The chief runs it in a thread,
   :meth:`SyncReplicasOptimizer.get_chief_queue_runner`.
 
-TF runs the set-up in a session hook; here the hook's method is called
-directly after the session exists (and its variables are initialized)::
+TF runs the set-up in a session hook; here ``train_loop`` runs it (and
+again after every recovery: ``_SyncReplicasOptimizerHook``), or call its
+methods after the session exists (and its variables are initialized)::
 
     hook = opt.make_session_run_hook(is_chief)
     sess.prepare()                       # the chief initializes, the others wait
-    hook.after_create_session(sess)      # the chief starts its sync thread
-    ... train ...
-    hook.end(sess)                       # the chief stops it
+    train_loop(sess, train_op, steps, hooks=[hook], checkpoint_dir=...)
+    # or by hand: hook.after_create_session(sess) (the chief starts its sync
+    # thread), ... train ..., hook.end(sess) (the chief stops it)
+
+``variable_averages`` (an ``ExponentialMovingAverage``): the chief's
+``sync_op`` applies it to ``variables_to_average`` after putting the tokens
+in the queue, as TF's.
 
 With ``replicas_to_aggregate == total_num_replicas`` and ``num_tokens=0``
 every step averages one gradient per worker computed from the same
@@ -36,21 +41,25 @@ chief's ``hook.end(sess)`` release the workers still waiting for a token.
 """
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from bridge import ops
 from bridge.framework import dtypes
-from bridge.framework.builders import Variable, constant
-from bridge.framework.errors import CancelledError, OpError
+from bridge.framework.builders import Variable, constant, placeholder
+from bridge.framework.errors import CancelledError, DeadlineExceededError, OpError
 from bridge.framework.graph import Operation, Output
 from bridge.framework.indexed_slices import IndexedSlices, indexed_slices_to_tensor
 
 from .optimizer import Optimizer, group
 
 __all__ = ["SyncReplicasOptimizer"]
+
+logger = logging.getLogger("bridge.train")
 
 #: How long the chief's sync thread lets one sync step wait for the workers' gradients.
 SYNC_STEP_TIMEOUT = 7 * 24 * 3600.0
@@ -60,7 +69,9 @@ class SyncReplicasOptimizer(Optimizer):
     """TF's ``tf.compat.v1.train.SyncReplicasOptimizer(opt, replicas_to_aggregate,
     total_num_replicas=None, variable_averages=None, variables_to_average=None,
     use_locking=False, name="sync_replicas")``; see the module docstring.
-    ``variable_averages`` is not supported (None only)."""
+    ``variable_averages``: an :class:`ExponentialMovingAverage` the chief's
+    ``sync_op`` applies to ``variables_to_average`` (default: the trainable
+    variables) after each update, once the tokens are in the queue, as TF's."""
 
     def __init__(self, opt: Optimizer, replicas_to_aggregate: int, total_num_replicas: Optional[int] = None,
                  variable_averages: Any = None, variables_to_average: Any = None, use_locking: bool = False,
@@ -68,12 +79,18 @@ class SyncReplicasOptimizer(Optimizer):
         if total_num_replicas is None:
             total_num_replicas = replicas_to_aggregate
         super().__init__(use_locking, name)
-        if variable_averages is not None or variables_to_average is not None:
-            raise NotImplementedError("SyncReplicasOptimizer: variable_averages is not supported by the bridge")
+        if variable_averages is None and variables_to_average is not None:
+            raise ValueError("SyncReplicasOptimizer: variables_to_average needs variable_averages (an "
+                             "ExponentialMovingAverage)")
+        if variable_averages is not None and not hasattr(variable_averages, "apply"):
+            raise TypeError(f"SyncReplicasOptimizer: variable_averages must be an ExponentialMovingAverage, "
+                            f"not {type(variable_averages).__name__}")
         if replicas_to_aggregate < 1 or total_num_replicas < 1:
             raise ValueError(f"SyncReplicasOptimizer: replicas_to_aggregate ({replicas_to_aggregate}) and "
                              f"total_num_replicas ({total_num_replicas}) must be positive")
         self._opt = opt
+        self._variable_averages = variable_averages
+        self._variables_to_average = None if variables_to_average is None else list(variables_to_average)
         self._replicas_to_aggregate = int(replicas_to_aggregate)
         self._total_num_replicas = int(total_num_replicas)
         self._tokens_per_step = max(self._total_num_replicas, self._replicas_to_aggregate)
@@ -86,6 +103,7 @@ class SyncReplicasOptimizer(Optimizer):
         self.local_step_init_op: Optional[Operation] = None
         self.chief_init_op: Optional[Operation] = None
         self._release_op: Optional[Operation] = None
+        self._recovery: Optional[_RecoveryOps] = None
 
     def compute_gradients(self, *args: Any, **kwargs: Any):
         """The wrapped optimizer's ``compute_gradients``."""
@@ -137,7 +155,7 @@ class SyncReplicasOptimizer(Optimizer):
                         aggregated.append(ops.resource_accumulator_take_gradient(
                             accum, _int32(self._replicas_to_aggregate), dtype=grad.dtype,
                             name="AccumulatorTakeGradient"))
-                        self._accumulator_list.append((accum, var.handle.op.device))
+                        self._accumulator_list.append((accum, var.handle.op.device, grad.dtype))
                 step_device = global_step.handle.op.device or None
                 with graph.device(step_device), graph.name_scope(None):
                     update_op = self._opt.apply_gradients(list(zip(aggregated, [v for _, v in grads_and_vars])),
@@ -154,10 +172,17 @@ class SyncReplicasOptimizer(Optimizer):
                         # A read after the update (the cached read would give the step before it).
                         tokens = ops.fill(_int32([self._tokens_per_step]), global_step.read_value())
                         self._sync_op = ops.queue_enqueue_many_v2(queue, [tokens], name="sync_op")
+                    if self._variable_averages is not None:
+                        # TF's order: the averages follow the tokens, reading the variables just updated.
+                        with graph.control_dependencies([self._sync_op]):
+                            self._sync_op = self._variable_averages.apply(self._variables_to_average)
                     # A token for every worker, which the chief's hook.end puts in the queue.
                     release = ops.fill(_int32([self._total_num_replicas]), global_step.read_value())
                     self._release_op = ops.queue_enqueue_many_v2(queue, [release], name="release_tokens")
-            for accum, device in self._accumulator_list:
+                    with graph.control_dependencies(None), graph.name_scope(f"{self._name}_recovery"):
+                        self._recovery = _RecoveryOps(self._accumulator_list, queue, global_step, local_step,
+                                                      self._total_num_replicas - 1)
+            for accum, device, _ in self._accumulator_list:
                 with graph.device(device or None):
                     chief_init_ops.append(ops.resource_accumulator_set_global_step(
                         accum, global_step.value(), name="SetGlobalStep"))
@@ -216,6 +241,66 @@ def _int32(value: Any) -> Output:
     return constant(np.asarray(value, np.int32))
 
 
+class _RecoveryOps:
+    """What ``train_loop`` runs to bring a synchronous run back after a task
+    died (see ``_SyncReplicasOptimizerHook.after_recovery``): the sync state on
+    the ps (token queue, accumulators) drained, and a barrier of two queues
+    beside the token queue, ``sync_recovery_checkin_q`` (each other worker
+    puts its task index there once its failed session is gone) and
+    ``sync_recovery_go_q`` (the chief puts the restored global step there
+    for each of them once the sync state is reset)."""
+
+    def __init__(self, accumulators: list, token_queue: Output, global_step: Variable, local_step: Variable,
+                 others: int):
+        def queue(shared_name: str) -> Output:
+            return ops.fifo_queue_v2(component_types=[dtypes.int64], shapes=[[]], capacity=-1,
+                                     shared_name=shared_name, name=shared_name)
+
+        def first(out: Any) -> Output:
+            return out[0] if isinstance(out, (list, tuple)) else out
+
+        def drain(handle: Output, name: str) -> tuple[Output, Output, Output]:
+            count = placeholder(dtypes.int32, [], name=f"{name}_count")
+            return (ops.queue_size_v2(handle, name=f"{name}_size"), count,
+                    ops.queue_dequeue_many_v2(handle, count, component_types=[dtypes.int64], name=f"{name}_drain"))
+
+        graph = global_step.graph
+        self.others = others
+        self.local_step = local_step.read_value()
+        checkin, go = queue("sync_recovery_checkin_q"), queue("sync_recovery_go_q")
+        self.task = placeholder(dtypes.int64, [], name="task")
+        self.check_in = ops.queue_enqueue_v2(checkin, [self.task], name="check_in")
+        self.next_check_in = first(ops.queue_dequeue_v2(checkin, component_types=[dtypes.int64],
+                                                        name="next_check_in"))
+        self.wait_go = first(ops.queue_dequeue_v2(go, component_types=[dtypes.int64], name="wait_go"))
+        self.go = ops.queue_enqueue_many_v2(go, [ops.fill(_int32([max(others, 1)]), global_step.read_value())],
+                                            name="go")
+        self.queues = [drain(token_queue, "tokens"), drain(checkin, "check_ins")]
+        self.accumulators = []
+        for i, (accum, device, dtype) in enumerate(accumulators):
+            with graph.device(device or None):
+                count = placeholder(dtypes.int32, [], name=f"accumulator_{i}_count")
+                self.accumulators.append((ops.resource_accumulator_num_accumulated(accum, name=f"accumulated_{i}"),
+                                          count, ops.resource_accumulator_take_gradient(
+                                              accum, count, dtype=dtype, name=f"drain_accumulator_{i}")))
+
+    def drain(self, session: Any) -> dict:
+        """Take what the token queue, the check-in queue and the accumulators
+        hold (tokens and gradients of the steps before the failure); return the
+        counts taken, by what."""
+        parts = self.queues + self.accumulators
+        counts = session.run([size for size, _, _ in parts])
+        fetches, feed = [], {}
+        for (_, count, take), n in zip(parts, counts):
+            if int(n) > 0:
+                fetches.append(take)
+                feed[count] = np.int32(n)
+        if fetches:
+            session.run(fetches, feed)
+        names = ["tokens", "check_ins"] + [f"accumulator_{i}" for i in range(len(self.accumulators))]
+        return {name: int(n) for name, n in zip(names, counts) if int(n) > 0}
+
+
 class _ChiefQueueRunner:
     """Runs ``sync_op`` again and again in a thread until stopped or the session closes."""
 
@@ -254,22 +339,94 @@ class _ChiefQueueRunner:
 
 
 class _SyncReplicasOptimizerHook:
-    """TF's ``_SyncReplicasOptimizerHook``, called by hand."""
+    """TF's ``_SyncReplicasOptimizerHook``: ``train_loop(..., hooks=[hook])``
+    calls it (or call ``after_create_session`` and ``end`` by hand).
+
+    Recovery (``train_loop`` with a ``checkpoint_dir``): a task that dies
+    stalls every worker of a synchronous run, so each one's step fails (at
+    the latest at its run's deadline) and each recovers.  As TF's
+    ``MonitoredSession``, every worker then runs the hook's set-up again on its
+    new session; before it, a barrier makes the rollback the same for all:
+    each other worker checks in once its failed session is gone and waits;
+    the chief, having restored the newest checkpoint (the global step with
+    it), waits for every check-in, drains what the ps still holds from
+    before (tokens; gradients in the accumulators, whose step goes back to
+    the restored one), runs its set-up (``chief_init_op``, the initial
+    tokens, a new sync thread) and lets the others go; each sets its local
+    step from the restored global step (``local_step_init_op``) and resumes
+    there."""
 
     def __init__(self, opt: SyncReplicasOptimizer, is_chief: bool, num_tokens: int):
         self._opt, self._is_chief, self._num_tokens = opt, is_chief, num_tokens
         self._runner: Optional[_ChiefQueueRunner] = None
+        self._init_tokens: Optional[Operation] = opt.get_init_tokens_op(num_tokens) if is_chief else None
 
     def after_create_session(self, session: Any, coord: Any = None) -> None:
         """Chief: initialize the local step and the accumulators' steps, put the
         initial tokens in the queue, start the sync thread.  Others: the local step."""
         if self._is_chief:
+            self._stop_runner()
             session.run(self._opt.chief_init_op)
-            session.run(self._opt.get_init_tokens_op(self._num_tokens))
+            session.run(self._init_tokens)
             self._runner = self._opt.get_chief_queue_runner()
             self._runner.create_threads(session, coord=coord, daemon=True, start=True)
         else:
             session.run(self._opt.local_step_init_op)
+
+    def first_step(self, session: Any, step: int) -> int:
+        """The step ``train_loop`` starts at: the chief's (its checkpoint's);
+        another worker's local step, the global step it just read."""
+        return step if self._is_chief else int(session.run(self._opt._recovery.local_step))
+
+    def begin_recovery(self, session: Any) -> None:
+        """A step failed: the chief's sync thread runs no further sync step."""
+        if self._runner is not None:
+            self._runner.stop()
+
+    def after_recovery(self, session: Any, step: int, timeout: float) -> int:
+        """After ``session`` reconnected (and the chief restored the checkpoint
+        of ``step``): the barrier and set-up of the class docstring, within
+        ``timeout`` seconds; returns the step to resume at."""
+        rec = self._opt._recovery
+        deadline = time.monotonic() + timeout
+        where = f"/job:{session.task[0]}/task:{session.task[1]}" if hasattr(session, "task") else "this worker"
+
+        def left(what: str) -> float:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceededError(f"SyncReplicasOptimizer: {where} waited {timeout:.3g} s for {what}")
+            return remaining
+
+        def run(fetches: Any, what: str, feed: Optional[dict] = None) -> Any:
+            try:
+                return session.run(fetches, feed, timeout=left(what))
+            except DeadlineExceededError as exc:
+                raise DeadlineExceededError(f"SyncReplicasOptimizer: {where} waited {timeout:.3g} s for {what} "
+                                            f"({exc.message.splitlines()[0]})") from None
+
+        if not self._is_chief:
+            task = session.task[1] if hasattr(session, "task") else 0
+            run(rec.check_in, "the check-in queue on the ps", {rec.task: np.int64(task)})
+            run(rec.wait_go, "the chief to restore its checkpoint and reset the sync state")
+            session.run(self._opt.local_step_init_op)
+            return int(session.run(rec.local_step))
+        self._stop_runner(join=min(5.0, left("the old sync thread to end")))
+        seen: set[int] = set()
+        while len(seen) < rec.others:
+            seen.add(int(run(rec.next_check_in, f"the other workers to check in ({len(seen)} of {rec.others})")))
+        drained = rec.drain(session)
+        if drained:
+            logger.info("SyncReplicasOptimizer: drained from before the failure: %s",
+                        ", ".join(f"{n} {what}" for what, n in drained.items()))
+        self.after_create_session(session)
+        if rec.others:
+            session.run(rec.go)
+        return step
+
+    def _stop_runner(self, join: float = 0.0) -> None:
+        if self._runner is not None:
+            self._runner.stop(timeout=join)
+            self._runner = None
 
     def end(self, session: Any) -> None:
         """Chief: run no further sync step (the thread ends when the session
