@@ -147,6 +147,35 @@ EXPRESSIONS = {
     "clip_by_value": ({"x": F}, "tf.clip_by_value(x, -0.5, 0.5)"),
     "raw_named": ({"x": F, "y": G}, "tf.maximum(tf.exp(x), tf.sqrt(tf.square(y))) + tf.reshape(tf.tile(x, [1, 2]), [2, 6])[:, :3]"),
 }
+# TF 2's tf.math / tf.linalg / tf.random namespaces (bridge/ops/namespaces.py): every name, its nodes
+_U = np.linspace(0.15, 0.85, 6, dtype=np.float32).reshape(2, 3)
+_UNARY = ["acos", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "digamma", "erf", "erfc", "exp", "expm1",
+          "floor", "is_finite", "is_inf", "is_nan", "lgamma", "log", "log1p", "negative", "reciprocal", "rint",
+          "rsqrt", "sign", "sin", "sinh", "softplus", "sqrt", "square", "tan", "tanh", "sigmoid", "bessel_i0e",
+          "bessel_i1e", "abs", "round", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+          "reduce_logsumexp", "argmax", "argmin", "softmax", "log_softmax"]
+_BINARY = ["atan2", "maximum", "minimum", "pow", "squared_difference", "xdivy", "xlogy", "xlog1py", "equal",
+           "not_equal", "less", "less_equal", "greater", "greater_equal", "floormod", "igamma", "igammac", "add",
+           "multiply", "subtract", "divide"]
+EXPRESSIONS.update({f"math_{n}": ({"x": _U}, f"tf.math.{n}(x)") for n in _UNARY})
+EXPRESSIONS.update({f"math_{n}": ({"x": _U, "y": _U[::-1] + 0.5}, f"tf.math.{n}(x, y)") for n in _BINARY})
+EXPRESSIONS.update({
+    "math_acosh": ({"x": _U + 1}, "tf.math.acosh(x)"), "math_zeta": ({"x": _U + 1.5, "y": _U}, "tf.math.zeta(x, y)"),
+    "math_polygamma": ({"a": np.ones((2, 3), np.float32), "x": _U}, "tf.math.polygamma(a, x)"),
+    "math_betainc": ({"a": _U + 1, "b": _U[::-1] + 1, "x": _U}, "tf.math.betainc(a, b, x)"),
+    "math_logical": ({"p": P, "q": Q}, "(tf.math.logical_and(p, q), tf.math.logical_or(p, q), tf.math.logical_not(p))"),
+    "math_add_n": ({"x": _U, "y": _U}, "tf.math.add_n([x, y])"),
+    "math_reduce_any_all": ({"p": P}, "(tf.math.reduce_any(p), tf.math.reduce_all(p))"),
+    "math_segments": ({"x": _U.T.copy(), "i": np.array([0, 0, 1], np.int32)},
+                      "(tf.math.segment_sum(x, i), tf.math.segment_mean(x, i), tf.math.segment_max(x, i), "
+                      "tf.math.segment_min(x, i), tf.math.segment_prod(x, i))"),
+    "math_unsorted_segments": ({"x": _U.T.copy(), "i": np.array([1, 0, 1], np.int32)},
+                               "(tf.math.unsorted_segment_sum(x, i, 3), tf.math.unsorted_segment_max(x, i, 3), "
+                               "tf.math.unsorted_segment_min(x, i, 3), tf.math.unsorted_segment_prod(x, i, 2))"),
+    "linalg": ({"m": np.array([[4.0, 1.0], [1.0, 3.0]]), "v": np.array([[1.0], [2.0]])},
+               "(tf.linalg.inv(m), tf.linalg.det(m), tf.linalg.cholesky(m), tf.linalg.solve(m, v), "
+               "tf.linalg.qr(m)[0], tf.linalg.band_part(m, 0, -1), tf.linalg.matmul(m, v, transpose_a=True))"),
+})
 GRAD = {k for k, (inputs, expr) in EXPRESSIONS.items() if expr.startswith(("t[", "(x", "boolean_mask(", "tf.reduce_sum(t", "tf.reduce_mean",
                                                                                  "tf.reduce_logsumexp", "tf.reduce_prod",
                                                                                  "(tf.reduce_max", "tf.matmul(t", "tf.concat", "tf.stack([x, y]",

@@ -19,8 +19,8 @@ from bridge.framework import dtypes
 from bridge.framework.builders import constant, convert_to_output
 from bridge.framework.graph import Output, get_default_graph
 
-__all__ = ["abs", "add", "add_n", "argmax", "argmin", "cast", "clip_by_value", "divide", "matmul", "multiply",
-           "range", "reduce_all", "round", "subtract", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean",
+__all__ = ["abs", "add", "add_n", "argmax", "argmin", "bessel_i0e", "bessel_i1e", "cast", "clip_by_value", "divide", "matmul", "multiply",
+           "range", "reduce_all", "round", "subtract", "xdivy", "xlog1py", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean",
            "reduce_min", "reduce_prod", "reduce_sum"]
 
 
@@ -287,3 +287,20 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: Option
         values = convert_to_output(t, name="t")
         t_min = _ops().minimum(values, clip_value_max)
         return _ops().maximum(t_min, clip_value_min, name=scope)
+
+
+def _in_scope(scope_name: str, raw: str, doc: str):
+    """A TF function that opens a scope and builds one unnamed op in it ("xdivy/Xdivy")."""
+    def fn(*args: Any, name: Optional[str] = None) -> Output:
+        graph = next((a.graph for a in args if isinstance(a, Output)), get_default_graph())
+        with graph.as_default(), graph.name_scope(name or scope_name):
+            return getattr(_ops(), raw)(*args)
+    fn.__name__ = fn.__qualname__ = scope_name
+    fn.__doc__ = doc
+    return fn
+
+
+bessel_i0e = _in_scope("bessel_i0e", "bessel_i0e", "``tf.math.bessel_i0e``: exp(-|x|) I0(x).")
+bessel_i1e = _in_scope("bessel_i1e", "bessel_i1e", "``tf.math.bessel_i1e``: exp(-|x|) I1(x).")
+xdivy = _in_scope("xdivy", "xdivy", "``tf.math.xdivy``: x / y, 0 where x is 0.")
+xlog1py = _in_scope("xlog1py", "xlog1py", "``tf.math.xlog1py``: x * log1p(y), 0 where x is 0.")

@@ -277,15 +277,23 @@ class OpBuilder:
         for inp, v in items:  # then a value with its own dtype
             if _has_definite_dtype(v):
                 return self._item_dtype(inp, v)
-        default = self._constraints.get(attr, (None, None))[1]
+        if not items:
+            raise self._error(f"cannot infer attribute '{attr}' from empty input lists")
+        allowed, default = self._constraints.get(attr, (None, None, None))[:2]
+        inp, v = items[0]
+        # TF's _apply_op_helper: Python values take their natural dtype where the
+        # attribute allows it, else the attribute's default where they fit it.
+        try:
+            natural = self._item_dtype(inp, v)
+        except (TypeError, ValueError):
+            natural = None
+        if natural is not None and allowed is not None and natural.name in allowed:
+            return natural
         if default is not None:
             default = dtypes.as_dtype(default)
             if all(_fits(v, default) for _, v in items):
                 return default
-        if not items:
-            raise self._error(f"cannot infer attribute '{attr}' from empty input lists")
-        inp, v = items[0]
-        return self._item_dtype(inp, v)
+        return natural if natural is not None else self._item_dtype(inp, v)
 
     def _convert_inputs(self, graph: Graph, types: dict, name: str) -> list:
         """Outputs for every input, creating Const ops (in the op's name scope) for values."""
