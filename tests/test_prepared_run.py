@@ -10,6 +10,7 @@ import pytest
 
 import bridge
 from bridge import dtypes, ops
+from bridge.framework._lib import ffi
 
 
 @pytest.fixture
@@ -74,11 +75,11 @@ def test_a_fed_tensor_tensorflow_keeps_is_never_overwritten():
         tensors = []
         for value in values:
             run.write(0, value)
-            tensors.append(run._slots[0][0])
+            tensors.append(int(ffi.cast("uintptr_t", run._slots[0][1])))  # the buffer, alive while queued
             assert run.run() is None
         for value in values:
             np.testing.assert_array_equal(sess.run(dequeue)[0], value)
-        assert len(set(tensors)) == 3  # each kept one was left to TensorFlow
+        assert len(set(tensors)) == 3  # each kept buffer was left to TensorFlow
         run.close()
 
 

@@ -577,7 +577,7 @@ class _Minimization:
         best = self.best
         if f < best[0]:  # x's bytes: a method may change its array later (Nelder-Mead's simplex)
             best[0], best[2] = f, opt.evaluations
-            best[1] = x.tobytes() if type(x) is np.ndarray and x.dtype == _FLOAT64 else \
+            best[1] = x.tobytes() if x.dtype is _FLOAT64 and type(x) is np.ndarray else \
                 np.array(x, dtype=np.float64).tobytes()
         recent = self.recent
         if recent is not None:

@@ -57,6 +57,10 @@ class MinimizeRuns:
                 self._fetch_run = run
                 for i, value in enumerate(self.base_values):
                     run.feed(i, value)
+                if opt._feed_parts is None:  # x itself is the one value written: one call per evaluation
+                    call = run.caller(n)
+                    # In place of the method (close() takes it away): a function that holds no reference to self.
+                    self.fetch = call if self.fused else lambda x: (call(x),)
             elif run is not None:
                 run.close()
         if self._fetch_run is None and self._run_fetch is None:
@@ -120,3 +124,4 @@ class MinimizeRuns:
             else:
                 spares.append(run)
         self._fetch_run = self._initial_run = self._assign_run = None
+        self.__dict__.pop("fetch", None)  # back to the method
