@@ -633,3 +633,25 @@ def test_prepared_runs_give_bit_identical_results(method):
         session.close()
     assert outcomes[0] == outcomes[1] == outcomes[2]
     assert outcomes[0][2] > 3
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "CG", "Nelder-Mead"])
+def test_one_vector_variable_takes_the_one_call_path_bit_identically(method):
+    """One float64 vector variable read once: each evaluation is one
+    PreparedRun.caller call; the same results and runs as the general path."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.Variable(X0_10, name="x")
+        loss = rosenbrock(x.value())
+        init = bridge.global_variables_initializer()
+    opt = ScipyOptimizer(loss, method=method, options={"maxiter": 30})
+    assert opt._feed_parts is None
+    outcomes = []
+    for session in (GeneralPathSession(g), CountingSession(g)):
+        session.run(init)
+        session.runs = 0
+        result = opt.minimize(session)
+        outcomes.append((result.x.tobytes(), float(result.fun).hex(), result.nit, result.nfev, session.runs,
+                         [float(f).hex() for f in opt.history], session.run(x.value()).tobytes()))
+        session.close()
+    assert "fetch" in opt._spare_runs and outcomes[0] == outcomes[1]
