@@ -655,3 +655,28 @@ def test_one_vector_variable_takes_the_one_call_path_bit_identically(method):
                          [float(f).hex() for f in opt.history], session.run(x.value()).tobytes()))
         session.close()
     assert "fetch" in opt._spare_runs and outcomes[0] == outcomes[1]
+
+
+def test_a_fed_array_changed_by_the_callback_reaches_the_next_evaluation():
+    """Feed dict arrays are converted at each evaluation, as each Session.run
+    did: one changed in place by the callback counts from the next run on."""
+    g, x, loss, first = rosen_graph(X0_10)
+    first.close()
+    with g.as_default():
+        shift = bridge.placeholder(bridge.float64, [10], name="shift")
+        shifted = loss + ops.sum(ops.square(x.value() - shift), 0)
+        init = bridge.global_variables_initializer()
+    opt = ScipyOptimizer(shifted, options={"maxiter": 12})
+    outcomes = []
+    for session in (GeneralPathSession(g), CountingSession(g)):
+        session.run(init)
+        data = np.zeros(10)
+        result = opt.minimize(session, feed_dict={shift: data},
+                              callback=lambda i, f: data.__setitem__(slice(None), 0.5) if i == 3 else None)
+        outcomes.append((result.x.tobytes(), [float(f).hex() for f in opt.history], result.nfev))
+        session.close()
+    assert outcomes[0] == outcomes[1] and opt._spare_runs["fetch"]
+    with bridge.Session(g) as session:  # not the loss at 0.0 any more: the change was seen
+        session.run(init)
+        session.run(x.assign(result.x))
+        assert session.run(shifted, {shift: np.full(10, 0.5)}) == pytest.approx(result.fun, rel=1e-12)

@@ -4,7 +4,8 @@ starting point, each evaluation, assigning the optimum.
 Each is a PreparedRun (bridge/framework/prepared_run.py) where the session
 offers one: per evaluation that leaves TF_SessionRun and a copy of the point
 in and of the loss and gradient out, where a ``make_callable`` function
-spends about 8 us more.  The optimizer keeps them between calls (detached
+spends about 8 us more (a feed dict's arrays are still converted at each
+evaluation, as a callback may change them).  The optimizer keeps them between calls (detached
 from the session, without the feed dict's values), so a loop of short
 minimizations prepares them once.  Elsewhere (a ``julia_thread`` session, a
 feed key that is not a tensor of the graph, a fetch of two tensors) the runs
@@ -17,8 +18,14 @@ from typing import Any, Optional
 import numpy as np
 
 from bridge.framework.graph import Output
+from bridge.framework.tensor import Tensor
 
 __all__ = ["MinimizeRuns"]
+
+# Feed dict values that cannot change during the minimization, converted once.
+# Others (a numpy array, a list) are converted at each evaluation, as each
+# Session.run converted them: a callback may change one in place.
+_FED_ONCE = (Tensor, int, float, complex, str, bytes, np.generic)
 
 
 class MinimizeRuns:
@@ -33,6 +40,7 @@ class MinimizeRuns:
         self.fused = opt._fused is not None
         self._fetch_run = self._initial_run = self._assign_run = None
         self._run_fetch = None
+        self._refed: list[int] = []  # feed dict values converted again at each evaluation (see _FED_ONCE)
         graph = opt.graph
         try:
             self._feeds: Optional[list] = [k if type(k) is Output else graph.as_graph_element(k) for k in self.fed]
@@ -57,7 +65,9 @@ class MinimizeRuns:
                 self._fetch_run = run
                 for i, value in enumerate(self.base_values):
                     run.feed(i, value)
-                if opt._feed_parts is None:  # x itself is the one value written: one call per evaluation
+                    if not isinstance(value, _FED_ONCE):
+                        self._refed.append(i)
+                if opt._feed_parts is None and not self._refed:  # x itself is the one value: one call
                     call = run.caller(n)
                     # In place of the method (close() takes it away): a function that holds no reference to self.
                     self.fetch = call if self.fused else lambda x: (call(x),)
@@ -95,7 +105,10 @@ class MinimizeRuns:
         run = self._fetch_run
         if run is None:
             return self._run_fetch(*self.base_values, *self.opt._read_values(x))
-        k = len(self.base_values)
+        values = self.base_values
+        for i in self._refed:
+            run.feed(i, values[i])
+        k = len(values)
         for value in self.opt._read_values(x):
             run.write(k, value)
             k += 1
