@@ -630,6 +630,7 @@ def test_prepared_runs_give_bit_identical_results(method):
             (kept,) = opt._spare_runs["fetch"]
             assert all(v is None for v in kept._kept) and kept.session is None
             assert spare is None or kept is spare  # the second prepared session reused the first's
+            assert ("hessp" in opt._spare_runs) == (method == "Newton-CG")  # its products prepared too
         session.close()
     assert outcomes[0] == outcomes[1] == outcomes[2]
     assert outcomes[0][2] > 3

@@ -499,8 +499,6 @@ class _Minimization:
         # Every evaluation runs the same fetches and feeds: prepared once (scipy_runs.py).
         self.runs = runs = MinimizeRuns(opt, session, feed_dict)
         self.base_values, self.fused = runs.base_values, runs.fused
-        self.run_hessp = (session.make_callable(opt._hessp, runs.fed + [opt._vector]) if opt._hessp is not None
-                          else None)
         self.best: list = [np.inf, None, 0]  # the best finite point: loss, x's float64 bytes, evaluation
         # The loss at recent points, for callbacks that pass the iterate but not
         # its loss (scipy's old style; every method's intermediate_result has it).
@@ -592,8 +590,7 @@ class _Minimization:
             self.session.run(opt._assign_some, {opt._x: x})
             self.held = x.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
         opt.hessp_evaluations += 1
-        product = np.array(self.run_hessp(*self.base_values, *opt._read_values(x), np.asarray(p, dtype=np.float64)),
-                           dtype=np.float64)
+        product = self.runs.hessp(x, p)
         if not np.all(np.isfinite(product)):
             raise _NonFinite("Hessian-vector product", opt._where_not_finite(product))
         return product

@@ -1,5 +1,6 @@
 """The Session runs of one ``ScipyOptimizer.minimize`` call: reading the
-starting point, each evaluation, assigning the optimum.
+starting point, each evaluation and Hessian-vector product, assigning the
+optimum.
 
 Each is a PreparedRun (bridge/framework/prepared_run.py) where the session
 offers one: per evaluation that leaves TF_SessionRun and a copy of the point
@@ -38,9 +39,10 @@ class MinimizeRuns:
         self.base_values = list(feed_dict.values())
         self.fed = list(feed_dict) + [r for reads in opt._reads for r in reads]
         self.fused = opt._fused is not None
-        self._fetch_run = self._initial_run = self._assign_run = None
+        self._fetch_run = self._initial_run = self._assign_run = self._hessp_run = None
         self._run_fetch = None
-        self._refed: list[int] = []  # feed dict values converted again at each evaluation (see _FED_ONCE)
+        # The feed dict values converted again at each run (see _FED_ONCE).
+        self._refed = [i for i, value in enumerate(self.base_values) if not isinstance(value, _FED_ONCE)]
         graph = opt.graph
         try:
             self._feeds: Optional[list] = [k if type(k) is Output else graph.as_graph_element(k) for k in self.fed]
@@ -49,6 +51,8 @@ class MinimizeRuns:
         if self._feeds is None or not all(type(f) is Output and f.op.graph is graph for f in self._feeds):
             self._feeds = None
             self._callable()  # raises what make_callable says of such a key, as minimize always did
+        self.run_hessp = (session.make_callable(opt._hessp, self.fed + [opt._vector]) if opt._hessp is not None
+                          else None)
 
     def _callable(self) -> None:
         opt = self.opt
@@ -59,24 +63,32 @@ class MinimizeRuns:
         opt = self.opt
         fetch = opt._fused if self.fused else opt.loss if opt._grad is None else None
         if fetch is not None and self._feeds is not None:
-            run = self._take("fetch", fetch, self._feeds, ())
-            n = len(self.base_values)
-            if run is not None and all(run.writable(k) for k in range(n, len(self._feeds))):
-                self._fetch_run = run
-                for i, value in enumerate(self.base_values):
-                    run.feed(i, value)
-                    if not isinstance(value, _FED_ONCE):
-                        self._refed.append(i)
-                if opt._feed_parts is None and not self._refed:  # x itself is the one value: one call
-                    call = run.caller(n)
-                    # In place of the method (close() takes it away): a function that holds no reference to self.
-                    self.fetch = call if self.fused else lambda x: (call(x),)
-            elif run is not None:
-                run.close()
+            run = self._take_fed("fetch", fetch, self._feeds)
+            if run is not None and opt._feed_parts is None and not self._refed:  # x itself is the one value
+                call = run.caller(len(self.base_values))
+                # In place of the method (close() takes it away): a function that holds no reference to self.
+                self.fetch = call if self.fused else lambda x: (call(x),)
+        if opt._hessp is not None and self._feeds is not None:
+            self._take_fed("hessp", opt._hessp, self._feeds + [opt._vector])
         if self._fetch_run is None and self._run_fetch is None:
             self._callable()
         self._initial_run = self._take("initial", opt._initial, [], ())
         self._assign_run = self._take("assign", None, [opt._x], [opt._assign_all])
+
+    def _take_fed(self, name: str, fetch: Output, feeds: list) -> Any:
+        """_take, for a run fed the feed dict's values (fed here) and then
+        values written at each run (each of them must be writable)."""
+        run = self._take(name, fetch, feeds, ())
+        if run is None:
+            return None
+        n = len(self.base_values)
+        if not all(run.writable(k) for k in range(n, len(feeds))):
+            run.close()
+            return None
+        setattr(self, f"_{name}_run", run)  # close() gives it back whatever happens below
+        for i, value in enumerate(self.base_values):
+            run.feed(i, value)
+        return run
 
     def _take(self, name: str, fetch: Optional[Output], feeds: list, targets: tuple) -> Any:
         prepare = getattr(self.session, "_prepare", None)
@@ -115,6 +127,22 @@ class MinimizeRuns:
         out = run.run()
         return out if self.fused else (out,)
 
+    def hessp(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The Hessian-vector product at ``x`` along ``p`` (one run), float64."""
+        run = self._hessp_run
+        p = np.asarray(p, dtype=np.float64)
+        if run is None:
+            return np.array(self.run_hessp(*self.base_values, *self.opt._read_values(x), p), dtype=np.float64)
+        values = self.base_values
+        for i in self._refed:
+            run.feed(i, values[i])
+        k = len(values)
+        for value in self.opt._read_values(x):
+            run.write(k, value)
+            k += 1
+        run.write(k, p)
+        return run.run()
+
     def assign_all(self, x: np.ndarray) -> None:
         """Assign the float64 vector ``x`` to the variables (one run)."""
         run = self._assign_run
@@ -127,7 +155,8 @@ class MinimizeRuns:
     def close(self) -> None:
         """Give the prepared runs back to the optimizer, detached (one spare of each)."""
         spare_runs = self.opt._spare_runs
-        for name, run in (("fetch", self._fetch_run), ("initial", self._initial_run), ("assign", self._assign_run)):
+        for name, run in (("fetch", self._fetch_run), ("initial", self._initial_run), ("assign", self._assign_run),
+                          ("hessp", self._hessp_run)):
             if run is None:
                 continue
             run.detach()
@@ -136,5 +165,5 @@ class MinimizeRuns:
                 run.close()
             else:
                 spares.append(run)
-        self._fetch_run = self._initial_run = self._assign_run = None
+        self._fetch_run = self._initial_run = self._assign_run = self._hessp_run = None
         self.__dict__.pop("fetch", None)  # back to the method
