@@ -12,8 +12,9 @@ from ._lib import CTypes as C
 from ._lib import ffi, lib
 from .errors import (CancelledError, DeadlineExceededError, Status, check, lease_status, raise_pending_signals,
                      return_status, status)
-from .graph import Graph, Output, get_default_graph
-from .run_plan import RunPlan, expand_feeds, fetched, plan_key, value_of_feed
+from .graph import Graph, Operation, Output, get_default_graph
+from .prepared_run import PreparedRun
+from .run_plan import _NUMERIC, RunPlan, expand_feeds, fetched, plan_key, value_of_feed
 from .tensor import Tensor
 
 # How a ``julia_thread`` session runs: an object whose run() takes
@@ -294,15 +295,8 @@ class Session:
         else:
             s = self._run_on_julia_thread(opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
                                           raw if run_options else None, _timeout_of(run_options))
-        code = lib.TF_GetCode(s.ptr)
-        if code:
-            if self._closed and code == CancelledError.code:  # close() cancelled this run
-                lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
-                raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
-            if code == CancelledError.code and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(
-                    errors="replace"):
-                raise_pending_signals()
-            check(s)
+        if lib.TF_GetCode(s.ptr):
+            self._raise_run_error(s)
         got = []
         try:
             for i in range(n_out):
@@ -314,6 +308,54 @@ class Session:
         if n_out != len(plan.sources):
             got = [value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
         return plan.fetch.rebuild(got)
+
+    def _raise_run_error(self, s: Status) -> None:
+        """Raise the error of a failed run's status ``s`` (and reset it)."""
+        code = lib.TF_GetCode(s.ptr)
+        if self._closed and code == CancelledError.code:  # close() cancelled this run
+            lib.TF_SetStatus(s.ptr, lib.TF_OK, b"")
+            raise CancelledError("Session.run was cancelled: another thread closed the session during the run")
+        if code == CancelledError.code and _SIGINT_MARK in ffi.string(lib.TF_Message(s.ptr)).decode(
+                errors="replace"):
+            raise_pending_signals()
+        check(s)
+
+    def _prepare(self, fetch: Optional[Output], feeds: Sequence[Output], targets: Sequence[Operation] = (),
+                 reuse: Optional[PreparedRun] = None) -> Optional[PreparedRun]:
+        """A PreparedRun of ``fetch`` and ``targets`` with ``feeds`` fed
+        (bridge/framework/prepared_run.py), attached to this session:
+        ``reuse`` if it is one of them, detached, else a new one.  None where
+        it does not apply: a ``julia_thread`` session (its runs go through
+        Julia's thread), a fetch of no numeric dtype, a fetch also fed, a
+        tensor of another graph."""
+        if self._closed:
+            raise RuntimeError("attempted to use a closed Session")
+        if self._runner is not None:
+            return None
+        graph = self.graph
+        if reuse is not None and reuse.session is None and reuse.matches(graph, fetch, feeds, targets):
+            reuse.session = self
+            return reuse
+        if ((fetch is not None and (fetch.graph is not graph or fetch in feeds
+                                    or _NUMERIC.get(fetch.dtype.enum) is None))
+                or any(f.graph is not graph for f in feeds) or any(op.graph is not graph for op in targets)):
+            return None
+        return PreparedRun(self, fetch, feeds, targets)
+
+    def _run_prepared(self, prepared: PreparedRun) -> None:
+        """Run ``prepared`` once (its fetched TF_Tensor left in its output array)."""
+        self._enter_run()
+        try:
+            opts = ffi.NULL
+            if self._scan_count <= self._inline_limit and self._graph_is_small():
+                opts = _CALLER_THREAD_OPTS
+            s = prepared.status
+            lib.TF_SessionRun(self._ptr, opts, prepared.c_in, prepared.c_in_vals, prepared.n_in, prepared.c_out,
+                              prepared.c_out_vals, prepared.n_out, prepared.c_tg, prepared.n_tg, ffi.NULL, s.ptr)
+        finally:
+            self._leave_run()
+        if lib.TF_GetCode(s.ptr):
+            self._raise_run_error(s)
 
     def _run_on_julia_thread(self, opts, plan: RunPlan, c_in_vals, n_in: int, c_out_vals, n_out: int, n_tg: int,
                              held: list, raw, timeout: Optional[float]) -> Status:

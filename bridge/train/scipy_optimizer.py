@@ -42,6 +42,7 @@ from bridge import ops
 from bridge.framework.builders import Variable, placeholder, trainable_variables
 from bridge.framework.graph import Output
 from .progress import ScipyProgress
+from .scipy_runs import MinimizeRuns
 
 __all__ = ["ScipyOptimizer"]
 
@@ -168,6 +169,7 @@ class ScipyOptimizer:
         self.history: list[float] = []
         self.evaluations = 0
         self.hessp_evaluations = 0
+        self._spare_runs: dict = {}  # MinimizeRuns' prepared runs, kept between calls
         # Control dependencies around the constructor are not the optimizer's ops' business.
         with graph.as_default(), graph.name_scope(name), graph.control_dependencies(None):
             self._build()
@@ -441,6 +443,8 @@ class ScipyOptimizer:
         except BaseException as exc:
             run.progress.close(None, exc)
             raise
+        finally:
+            run.runs.close()
         run.progress.close(result, None)
         return result
 
@@ -491,14 +495,10 @@ class _Minimization:
 
     def __init__(self, opt: ScipyOptimizer, session: Any, feed_dict: dict, callback: Optional[Callable]):
         self.opt, self.session, self.callback = opt, session, callback
-        self.base_values = list(feed_dict.values())
         self.feed_dict = feed_dict
-        # Every evaluation runs the same fetches and feeds: one callable each.
-        fed = list(feed_dict) + [r for reads in opt._reads for r in reads]
-        self.fused = opt._fused is not None
-        self.run_fetch = session.make_callable(opt._fused if self.fused else opt._fetch, fed)
-        self.run_hessp = (session.make_callable(opt._hessp, fed + [opt._vector]) if opt._hessp is not None
-                          else None)
+        # Every evaluation runs the same fetches and feeds: prepared once (scipy_runs.py).
+        self.runs = runs = MinimizeRuns(opt, session, feed_dict)
+        self.base_values, self.fused = runs.base_values, runs.fused
         self.best: list = [np.inf, None, 0]  # the best finite point: loss, x's float64 bytes, evaluation
         # The loss at recent points, for callbacks that pass the iterate but not
         # its loss (scipy's old style; every method's intermediate_result has it).
@@ -521,14 +521,15 @@ class _Minimization:
         its own copy of the graph's constants (a loss's data), and switching
         between two of them costs a pass over that data from memory."""
         opt = self.opt
-        self.x0 = x0 = np.array(self.session.run(opt._initial), dtype=np.float64)
+        self.runs.prepare()
+        self.x0 = x0 = self.runs.initial()
         self.held = x0.tobytes()
         if opt.bounds is not None:
             x0 = np.clip(x0, opt.bounds.lb, opt.bounds.ub)
         if x0.tobytes() != self.held and opt._assign_some is not None:
             self.session.run(opt._assign_some, {opt._x: x0})
             self.held = x0.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
-        out = self._evaluated(x0, self.run_fetch(*self.base_values, *opt._read_values(x0)))
+        out = self._evaluated(x0, self.runs.fetch(x0))
         self.start_value = (x0.tobytes(), out)
         self.after_iteration(out if opt._grad is None else out[0], x0)
         return x0
@@ -543,7 +544,7 @@ class _Minimization:
         if opt._assign_some is not None:
             self.session.run(opt._assign_some, {opt._x: x})
             self.held = x.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
-        return self._evaluated(x, self.run_fetch(*self.base_values, *opt._read_values(x)))
+        return self._evaluated(x, self.runs.fetch(x))
 
     def _evaluated(self, x: np.ndarray, values: Any) -> Any:
         """What ``evaluate`` returns for the fetched ``values`` at ``x``;
@@ -558,7 +559,8 @@ class _Minimization:
                     raise _NonFinite("loss", f"{f}")
                 if not np.all(np.isfinite(values[1:])):
                     raise _NonFinite("gradient", opt._where_not_finite(values[1:]))
-            grad = values[1:].copy()  # writable, as scipy's methods may expect
+            # Writable, as scipy's methods may expect (a PreparedRun's array is, and is ours).
+            grad = values[1:] if values.flags.writeable else values[1:].copy()
         else:
             loss = np.asarray(values[0])
             if loss.ndim:
@@ -573,7 +575,7 @@ class _Minimization:
         best = self.best
         if f < best[0]:  # x's bytes: a method may change its array later (Nelder-Mead's simplex)
             best[0], best[2] = f, opt.evaluations
-            best[1] = x.tobytes() if type(x) is np.ndarray and x.dtype == _FLOAT64 else \
+            best[1] = x.tobytes() if x.dtype is _FLOAT64 and type(x) is np.ndarray else \
                 np.array(x, dtype=np.float64).tobytes()
         recent = self.recent
         if recent is not None:
@@ -588,8 +590,7 @@ class _Minimization:
             self.session.run(opt._assign_some, {opt._x: x})
             self.held = x.tobytes() if len(opt.assigns_first) == len(opt.var_list) else None
         opt.hessp_evaluations += 1
-        product = np.array(self.run_hessp(*self.base_values, *opt._read_values(x), np.asarray(p, dtype=np.float64)),
-                           dtype=np.float64)
+        product = self.runs.hessp(x, p)
         if not np.all(np.isfinite(product)):
             raise _NonFinite("Hessian-vector product", opt._where_not_finite(product))
         return product
@@ -625,10 +626,16 @@ class _Minimization:
     def result_callback(self) -> Callable:
         """``on_result`` for scipy, as a function that carries its signature:
         scipy reads it (inspect.signature) at every minimize to see that it
-        takes ``intermediate_result``, which costs more on a bound method."""
+        takes ``intermediate_result``, which costs more on a bound method.
+        With no progress shown and no callback, a float loss is just recorded."""
         on_result = self.on_result
+        record = None if self.progress.on or self.callback is not None else self.opt.history.append
 
         def callback(intermediate_result):
+            if record is not None:
+                fun = intermediate_result.get("fun")
+                if type(fun) is float:  # what scipy's methods pass, from evaluate
+                    return record(fun)
             return on_result(intermediate_result)
         callback.__signature__ = _RESULT_SIGNATURE
         return callback
@@ -640,5 +647,5 @@ class _Minimization:
         """Assign ``x`` to the Variables, unless they hold it already."""
         x = np.asarray(x, dtype=np.float64)
         if x.tobytes() != self.held:
-            self.session.run(self.opt._assign_all, {self.opt._x: x})
+            self.runs.assign_all(x)
             self.held = x.tobytes()
