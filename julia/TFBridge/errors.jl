@@ -71,7 +71,9 @@ function backtrace_text(bt)
 end
 
 function failure(e, bt, f)
-    e = something(read_only_cause(e, f), e)
+    # read_only_cause calls `parent` on the arguments of a MethodError, which
+    # a user's array type may make throw.
+    e = something(try read_only_cause(e, f) catch; nothing end, e)
     # Formatting runs user show methods; it must not be able to throw out.
     text = try
         t = error_text(e) * method_error_hint(e)   # checks.jl
