@@ -64,7 +64,12 @@ Base.parent(::NoParent) = error("NoParent has no parent")
 module ParentHelpers
 bump!(v::Vector{Float64}) = v
 end
-parent_fail(y, x) = (x[1] == -1 && ParentHelpers.bump!(NoParent()); y .= 2 .* x; nothing)
+function parent_fail(y, x)
+    x[1] == -1 && ParentHelpers.bump!(NoParent())
+    x[1] == -3 && throw(OutOfMemoryError())
+    y .= 2 .* x
+    return nothing
+end
 parent_fail_grad(grad_x, grad_y, y, x) = (x[1] == -2 && ParentHelpers.bump!(NoParent()); grad_x .= 2 .* grad_y; nothing)
 """
 
@@ -196,6 +201,16 @@ for mode, config in MODES.items():
         assert np.array_equal(sess.run(y, {x: xv}, timeout=60), 2 * xv)
         assert np.array_equal(sess.run(dx, {x: xv}, timeout=60), [2.0, 2.0])
 
+# Julia's OutOfMemoryError inside the function is ResourceExhausted too.
+g = bridge.Graph()
+with g.as_default():
+    x = bridge.placeholder(bridge.float64, [None], name="x")
+    y = parent.parent_fail(x)
+with bridge.Session(g) as sess:
+    expect(errors.ResourceExhaustedError, lambda: sess.run(y, {x: np.array([-3.0, 1.0])}, timeout=60),
+           "ParentFail: Julia function parent_fail failed: OutOfMemoryError()")
+    assert np.array_equal(sess.run(y, {x: xv}, timeout=60), 2 * xv)
+
 # bridge.julia.call copies a string argument the same way (room for its
 # UTF-8 bytes and the runtime's copy).
 bridge.julia.eval("strlen(s) = sizeof(s)")
@@ -224,7 +239,8 @@ def test_julia_exceptions_outside_the_functions_try_fail_only_that_call(folders)
     failure whose formatting throws (compiled entries, forward and gradient):
     each call fails with ResourceExhausted / Internal naming the op and the
     exception, every Julia thread still serves afterwards, and the sessions
-    compute again.  Before the fix the first such call never returned."""
+    compute again.  Before the fix the first such call never returned.  An
+    OutOfMemoryError thrown by the function itself is ResourceExhausted too."""
     env = {**__import__("os").environ, "TFBRIDGE_JULIA_THREADS": "2"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), *map(str, folders)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)

@@ -3,7 +3,7 @@
 """A call that threw: `text` is "<ExceptionType>: <message>\\n<backtrace>"."""
 struct Failure
     text::String
-    kind::Int   # INVALID_ARGUMENT, NOT_FOUND or INTERNAL (contract.jl)
+    kind::Int   # INVALID_ARGUMENT, NOT_FOUND, INTERNAL or RESOURCE_EXHAUSTED (contract.jl)
 end
 
 # MethodError counts as a bad argument only when it is about the function the
@@ -12,6 +12,7 @@ end
 function error_kind(e, f)
     e isa LoadError && return error_kind(e.error, f)
     e isa ReadOnlyInputError && return INVALID_ARGUMENT
+    e isa OutOfMemoryError && return RESOURCE_EXHAUSTED
     e isa UndefVarError && return NOT_FOUND
     e isa Union{ArgumentError,DimensionMismatch,DomainError,BoundsError} && return INVALID_ARGUMENT
     e isa MethodError && e.f === f && return INVALID_ARGUMENT
