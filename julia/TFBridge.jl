@@ -4,8 +4,10 @@
 # thread, and calls only the functions of the files below through jl_call.  Everything the
 # runtime calls is wrapped in `protect`/`protect_value`, which never let a
 # Julia exception escape: failures come back as a `Failure` value holding the
-# formatted error and its coarse kind, so the C++ side needs no longjmp-aware
-# code and the runtime stays usable after any error.
+# formatted error and its coarse kind, and the runtime stays usable after any
+# error.  (What the runtime itself throws outside them, out of memory while it
+# wraps arguments, it catches under a `try` of its own: julia_guarded in
+# kernels_cpp/src/tfjl_julia/invoke.h.)
 module TFBridge
 
 using LinearAlgebra

@@ -22,8 +22,10 @@ Base.include(Main, ARGS[1])
 # not loaded in this process) or leave a value in Main.
 let T = Main.TFBridge
     precompile(T.serve_on_threads, (Ptr{Cvoid},))
-    precompile(T.serve_forever, (Ptr{Cvoid}, Nothing))
-    precompile(T.serve_forever, (Ptr{Cvoid}, Base.AsyncCondition))
+    for W in (Nothing, Base.AsyncCondition)
+        precompile(T.serve_forever, (Ptr{Cvoid}, W))
+        precompile(T.serve_once, (Ptr{Cvoid}, W))
+    end
     precompile(T.__init__, ())
     for f in (T.eval_code, T.include_file)
         precompile(T.protect, (typeof(f), String))

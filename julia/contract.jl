@@ -13,7 +13,8 @@ const DTYPES = (Float64, Float32, Int32, Int64, Bool, String, ComplexF32, Comple
 #     cannot pass
 #   NOT_FOUND: the Julia function is not defined
 #   INTERNAL: anything else, or Julia could not start
-#   RESOURCE_EXHAUSTED: an output's allocator ran out of memory
+#   RESOURCE_EXHAUSTED: out of memory: Julia's OutOfMemoryError (in the function, or while the
+#     runtime wraps its arguments), or an output's allocator
 #   FAILED_PRECONDITION: Julia cannot run in this process: it was forked from one that runs Julia
 const OK                  = 0
 const INVALID_ARGUMENT    = 1

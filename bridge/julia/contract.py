@@ -224,7 +224,9 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
               "function, a write into an input, or arguments and dynamic outputs the runtime cannot pass"),
     ErrorKind("NotFound", 2, 5, True, "the Julia function is not defined"),
     ErrorKind("Internal", 3, 13, True, "anything else, or Julia could not start"),
-    ErrorKind("ResourceExhausted", 4, 8, False, "an output's allocator ran out of memory"),
+    ErrorKind("ResourceExhausted", 4, 8, True,
+              "out of memory: Julia's OutOfMemoryError (in the function, or while the runtime wraps its "
+              "arguments), or an output's allocator"),
     ErrorKind("FailedPrecondition", 5, 9, False,
               "Julia cannot run in this process: it was forked from one that runs Julia"),
 )

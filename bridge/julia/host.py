@@ -61,7 +61,8 @@ _FAILED_PRECONDITION = _contract.error_kind("FailedPrecondition").value
 class JuliaError(RuntimeError):
     """A Julia exception: ``str(e)`` is Julia's error text and backtrace.
 
-    ``kind``: 1 invalid argument, 2 not found, 3 internal, 5 failed
+    ``kind``: 1 invalid argument, 2 not found, 3 internal, 4 resource
+    exhausted (Julia's ``OutOfMemoryError``), 5 failed
     precondition (this process was forked from one that runs Julia, which
     cannot run here: the message says what to do instead) (CONTRACT.md).
     """

@@ -3,7 +3,7 @@
 """A call that threw: `text` is "<ExceptionType>: <message>\\n<backtrace>"."""
 struct Failure
     text::String
-    kind::Int   # INVALID_ARGUMENT, NOT_FOUND or INTERNAL (contract.jl)
+    kind::Int   # INVALID_ARGUMENT, NOT_FOUND, INTERNAL or RESOURCE_EXHAUSTED (contract.jl)
 end
 
 # MethodError counts as a bad argument only when it is about the function the
@@ -12,6 +12,7 @@ end
 function error_kind(e, f)
     e isa LoadError && return error_kind(e.error, f)
     e isa ReadOnlyInputError && return INVALID_ARGUMENT
+    e isa OutOfMemoryError && return RESOURCE_EXHAUSTED
     e isa UndefVarError && return NOT_FOUND
     e isa Union{ArgumentError,DimensionMismatch,DomainError,BoundsError} && return INVALID_ARGUMENT
     e isa MethodError && e.f === f && return INVALID_ARGUMENT
@@ -71,7 +72,9 @@ function backtrace_text(bt)
 end
 
 function failure(e, bt, f)
-    e = something(read_only_cause(e, f), e)
+    # read_only_cause calls `parent` on the arguments of a MethodError, which
+    # a user's array type may make throw.
+    e = something(try read_only_cause(e, f) catch; nothing end, e)
     # Formatting runs user show methods; it must not be able to throw out.
     text = try
         t = error_text(e) * method_error_hint(e)   # checks.jl

@@ -70,16 +70,25 @@ end
 Records why a compiled entry's call of `name` (from Main, as in the spec)
 threw, as `protect` would have returned it, and returns the error kind for
 the entry to return.  When the name no longer resolves, the failure is the
-NotFound one that says what is missing.  Never throws: `failure` guards its
-own formatting.
+NotFound one that says what is missing.  Never throws but when Julia has no
+memory left even for `UNRECORDED_FAILURE` (then the runtime's guard reports
+it: kernels_cpp/src/tfjl_julia/invoke.h, julia_guarded).
 """
 function entry_failure(e, bt, name::String)::Cint
     fail = try
         f = resolve_function(name)
         f === nothing ? function_not_found(name) : failure(e, bt, f)
     catch
-        failure(e, bt, nothing)
+        try
+            failure(e, bt, nothing)
+        catch
+            UNRECORDED_FAILURE
+        end
     end
     LAST_FAILURE[Threads.threadid()] = fail
     return Cint(fail.kind)
 end
+
+"""What entry_failure records when formatting the failure threw too (out of memory)."""
+const UNRECORDED_FAILURE = Failure("the function threw, and formatting its error threw too " *
+                                   "(out of memory?): no message", INTERNAL)

@@ -28,8 +28,10 @@ for Julia until none has come for `max_wait_us`.  Never returns.
 function serve_on_threads(serve::Ptr{Cvoid})
     # Compile what every thread runs here, on this thread, before the others
     # start: Julia 1.5's compiler is fragile when several threads compile at once.
-    precompile(serve_forever, (Ptr{Cvoid}, Nothing))
-    precompile(serve_forever, (Ptr{Cvoid}, Base.AsyncCondition))
+    for W in (Nothing, Base.AsyncCondition)
+        precompile(serve_forever, (Ptr{Cvoid}, W))
+        precompile(serve_once, (Ptr{Cvoid}, W))
+    end
     for tid in 2:Threads.nthreads()
         task = Task(() -> serve_forever(serve, nothing), SERVING_STACK_BYTES)
         task.sticky = true
@@ -40,27 +42,38 @@ function serve_on_threads(serve::Ptr{Cvoid})
 end
 
 function serve_forever(serve::Ptr{Cvoid}, wake::Union{Base.AsyncCondition, Nothing})
-    try
-        while true
-            ccall(serve, Cvoid, (Cint, Cint), SERVING_WAIT_US, Threads.threadid() - 1)
-            # yield() would resume this pinned task before any task that is
-            # not pinned (Julia 1.5's scheduler looks at a thread's own queue
-            # first); a wait on a libuv event leaves the queue empty meanwhile.
-            # The event needs thread 1's event loop, so only thread 1 waits so.
-            # One AsyncCondition, signalled here, not sleep(0): each Timer's
-            # handle comes from ccall(:malloc) and libjulia free()s it, two
-            # different mallocs under glibc's heap checker (kernels_cpp/README.md).
-            if wake === nothing
-                yield()
-            else
-                ccall(:uv_async_send, Cint, (Ptr{Cvoid},), wake)
-                wait(wake)
+    while true
+        # The runtime fails a call whose Julia exception no `try` of the call
+        # caught (julia_guarded, kernels_cpp/src/tfjl_julia/invoke.h), so none
+        # should come here; one that does anyway is reported, and the thread
+        # serves on rather than stop serving for the rest of the process.
+        try
+            serve_once(serve, wake)
+        catch e
+            e isa InterruptException && continue  # a Ctrl-C meant for nobody here (thread 1 only)
+            try
+                Core.println("tf-julia-bridge: Julia's thread $(Threads.threadid()), serving calls, caught ",
+                             sprint(showerror, e), "; it serves on")
+            catch
             end
         end
-    catch e
-        # The runtime catches every failure of a call: this is a bug.
-        Core.println("tf-julia-bridge: the serving task of Julia's thread $(Threads.threadid()) stopped: ",
-                     sprint(showerror, e))
-        rethrow()
     end
+end
+
+function serve_once(serve::Ptr{Cvoid}, wake::Union{Base.AsyncCondition, Nothing})
+    ccall(serve, Cvoid, (Cint, Cint), SERVING_WAIT_US, Threads.threadid() - 1)
+    # yield() would resume this pinned task before any task that is
+    # not pinned (Julia 1.5's scheduler looks at a thread's own queue
+    # first); a wait on a libuv event leaves the queue empty meanwhile.
+    # The event needs thread 1's event loop, so only thread 1 waits so.
+    # One AsyncCondition, signalled here, not sleep(0): each Timer's
+    # handle comes from ccall(:malloc) and libjulia free()s it, two
+    # different mallocs under glibc's heap checker (kernels_cpp/README.md).
+    if wake === nothing
+        yield()
+    else
+        ccall(:uv_async_send, Cint, (Ptr{Cvoid},), wake)
+        wait(wake)
+    end
+    return nothing
 end

@@ -41,7 +41,7 @@
   X(InvalidArgument, 1, 3, 1) \
   X(NotFound, 2, 5, 1) \
   X(Internal, 3, 13, 1) \
-  X(ResourceExhausted, 4, 8, 0) \
+  X(ResourceExhausted, 4, 8, 1) \
   X(FailedPrecondition, 5, 9, 0)
 
 namespace tfjl {
@@ -73,7 +73,8 @@ constexpr size_t DTypeSize(DType d) {
 //     cannot pass
 //   kNotFound: the Julia function is not defined
 //   kInternal: anything else, or Julia could not start
-//   kResourceExhausted: an output's allocator ran out of memory
+//   kResourceExhausted: out of memory: Julia's OutOfMemoryError (in the function, or while the
+//     runtime wraps its arguments), or an output's allocator
 //   kFailedPrecondition: Julia cannot run in this process: it was forked from one that runs Julia
 enum ErrorKind : int { kOk = 0, kInvalidArgument = 1, kNotFound = 2, kInternal = 3, kResourceExhausted = 4, kFailedPrecondition = 5 };
 
@@ -106,7 +107,7 @@ constexpr int ErrorKindOfTfCode(int code) {
 
 // The kinds a TFBridge.Failure may carry (anything else read from Julia is Internal).
 constexpr bool IsJuliaErrorKind(int64_t kind) {
-  return kind == kInvalidArgument || kind == kNotFound || kind == kInternal;
+  return kind == kInvalidArgument || kind == kNotFound || kind == kInternal || kind == kResourceExhausted;
 }
 
 // A compiled entry (templates/entries.jl.j2, made C-callable by Julia's @cfunction):

@@ -42,6 +42,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,8 +126,8 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
     // Not OP_REQUIRES: TF forbids it in asynchronous kernels, and this one may be.
     absl::Status status = Abandoned();
     CallFrame frame;
-    if (status.ok()) status = Prepare(ctx, &frame);
-    if (status.ok()) status = Call(ctx, frame);
+    if (status.ok()) status = Guarded([&] { return Prepare(ctx, &frame); });
+    if (status.ok()) status = Guarded([&] { return Call(ctx, frame); });
     if (status.ok()) status = Abandoned();  // its outputs are not wanted: stop the run here
     if (!status.ok()) ctx->SetStatus(status);
   }
@@ -157,7 +158,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
   void Start(tensorflow::OpKernelContext* ctx, DoneCallback done, bool done_inline) {
     auto pending = std::make_shared<Pending>(this, ctx, std::move(done));
     pending->done_inline = done_inline;
-    absl::Status status = Prepare(ctx, &pending->frame);
+    absl::Status status = Guarded([&] { return Prepare(ctx, &pending->frame); });
     if (!status.ok()) {
       ctx->SetStatus(status);
       pending->state = Pending::kOver;
@@ -296,12 +297,11 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       // Waits for a cancellation callback that is running, which then finds
       // the state over; afterwards none runs.
       if (p->cm != nullptr) p->cm->DeregisterCallback(p->token);
-      absl::Status status = absl::OkStatus();
-      if (!error.empty() || kind != kOk) {
-        status = ErrorStatus(p->kernel->type_string(), p->kernel->function_, kind, error);
-      } else if (p->generic) {
-        status = p->kernel->Finish(p->ctx, p->args);
-      }
+      // On a Julia thread, in its serving loop: the op fails, whatever Finish throws.
+      absl::Status status = p->kernel->Guarded([&] {
+        if (!error.empty() || kind != kOk) return ErrorStatus(p->kernel->type_string(), p->kernel->function_, kind, error);
+        return p->generic ? p->kernel->Finish(p->ctx, p->args) : absl::OkStatus();
+      });
       if (!status.ok()) p->ctx->SetStatus(status);
       DoneCallback done = std::move(p->done);
       p.reset();  // the buffers may go before the step moves on
@@ -325,6 +325,22 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
     std::vector<Arg> args = frame.ToArgs(ctx);
     absl::Status status = CallJulia(ctx, function_, args);
     return status.ok() ? Finish(ctx, args) : status;
+  }
+
+  // f() -> absl::Status, with a C++ exception (std::bad_alloc from a string
+  // or a vector of Prepare or Finish) as the op's error rather than loose in
+  // TF's executor or in a Julia thread's serving loop.
+  template <class F>
+  absl::Status Guarded(F&& f) const {
+    try {
+      return f();
+    } catch (const std::bad_alloc& e) {
+      return absl::ResourceExhaustedError(type_string() + ": out of memory (" + e.what() + ")");
+    } catch (const std::exception& e) {
+      return absl::InternalError(type_string() + ": " + e.what());
+    } catch (...) {
+      return absl::InternalError(type_string() + ": an unknown C++ exception");
+    }
   }
 
   // Cancelled if the julia_thread run this kernel runs in was abandoned.

@@ -59,7 +59,8 @@ struct Arg {
 // DimensionMismatch, DomainError, BoundsError, MethodError on the named
 // function, or arguments the runtime cannot pass), kNotFound (function
 // undefined), kInternal (anything else, or Julia could not be initialised),
-// kResourceExhausted (a DynamicOutput's allocator ran out of memory).
+// kResourceExhausted (Julia's OutOfMemoryError, also while the runtime wraps
+// the arguments, or a DynamicOutput's allocator ran out of memory).
 // Initialises Julia on first use if nobody called tfjl_init (see README.md,
 // "Lazy start").
 std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out);

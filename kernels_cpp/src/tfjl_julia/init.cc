@@ -186,17 +186,33 @@ template <class T, class Build>
 T* cached(T*& slot, Build build) {
   if (T* t = __atomic_load_n(&slot, __ATOMIC_ACQUIRE)) return t;
   jl_ptls_t ptls = current_ptls();
-  const int8_t state = jl_gc_safe_enter(ptls);
-  std::lock_guard<std::mutex> lock(g_type_cache_mutex);
-  jl_gc_safe_leave(ptls, state);
-  T* t = slot;
-  if (t == nullptr) {
-    t = build();
-    if (t != nullptr) {
-      keep_forever(reinterpret_cast<jl_value_t*>(t));
-      __atomic_store_n(&slot, t, __ATOMIC_RELEASE);
+  T* t = nullptr;
+  jl_value_t* thrown = nullptr;
+  JL_GC_PUSH1(&thrown);
+  {
+    const int8_t state = jl_gc_safe_enter(ptls);
+    std::lock_guard<std::mutex> lock(g_type_cache_mutex);
+    jl_gc_safe_leave(ptls, state);
+    t = slot;
+    if (t == nullptr) {
+      // A Julia exception (out of memory) must not leave the lock held for
+      // good: it is caught here and thrown again once the lock is released,
+      // for the call's julia_guarded (invoke.h) to report.
+      JL_TRY {
+        t = build();
+        if (t != nullptr) {
+          keep_forever(reinterpret_cast<jl_value_t*>(t));
+          __atomic_store_n(&slot, t, __ATOMIC_RELEASE);
+        }
+      }
+      JL_CATCH {
+        t = nullptr;
+        thrown = jl_current_exception();
+      }
     }
   }
+  if (thrown != nullptr) jl_throw(thrown);
+  JL_GC_POP();
   return t;
 }
 

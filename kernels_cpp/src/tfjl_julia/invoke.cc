@@ -115,8 +115,42 @@ Outcome not_found(const char* name) {
   return out;
 }
 
-std::string Invocation::describe(size_t i) const {
-  const Arg& a = args_[i];
+namespace {
+
+// "<ExceptionType>: <message>" (just the message when it names its type, as
+// OutOfMemoryError() does).  The type's name first: showing the exception
+// may itself run out of memory, and then the name is all there is.
+std::string exception_text(jl_value_t* exception) {
+  if (exception == nullptr) return "an unknown Julia exception";
+  std::string type = jl_typeof_str(exception);
+  jl_value_t* shown = jl_call2(jl_get_function(jl_base_module, "sprint"),
+                               jl_get_function(jl_base_module, "showerror"), exception);
+  if (shown == nullptr || !jl_is_string(shown)) return type;
+  std::string text(jl_string_data(shown), jl_string_len(shown));
+  return text.compare(0, type.size(), type) == 0 ? text : type + ": " + text;
+}
+
+}  // namespace
+
+Outcome escaped_exception(jl_value_t* exception, const CallStage& stage) {
+  const bool out_of_memory = exception != nullptr && jl_typeis(exception, jl_typeof(jl_memory_exception));
+  const int kind = out_of_memory ? kResourceExhausted : kInternal;
+  try {
+    std::string step = stage.step;
+    if (const size_t at = step.find('%'); at != std::string::npos) {
+      const bool known = stage.args != nullptr && stage.arg < stage.args->size();
+      step.replace(at, 1, known ? describe_arg(*stage.args, stage.arg) : std::string("an argument"));
+    }
+    return {exception_text(exception) + " while the runtime was " + step +
+                " (outside the function's try: this call fails, and the Julia thread goes on serving)",
+            kind};
+  } catch (...) {  // no memory left for the message: what fits in a std::string's own buffer
+    return {out_of_memory ? "OutOfMemory" : "Julia error", kind};
+  }
+}
+
+std::string describe_arg(const std::vector<Arg>& args, size_t i) {
+  const Arg& a = args[i];
   const char* role = a.kind == Arg::Input ? "input" : a.kind == Arg::AttrValue ? "attribute" : "output";
   if (a.kind == Arg::DynamicOutput) role = "dynamic output";
   if (a.kind == Arg::Output && a.dtype == DType::String) role = "string output";
@@ -282,6 +316,7 @@ std::string Invocation::wrap_strings(const Arg& a, bool fill_empty, jl_value_t**
 Outcome Invocation::collect_outputs(jl_value_t* const* values) {
   for (size_t i = 0; i < args_.size(); ++i) {
     Arg& a = args_[i];
+    at("copying % back from Julia, after the function returned", i);
     if (a.kind == Arg::DynamicOutput) {
       if (Outcome out = collect_dynamic(i, values[i]); !out.error.empty()) return out;
     } else if (a.kind == Arg::Output && a.dtype == DType::String) {

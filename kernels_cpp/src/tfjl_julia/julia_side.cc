@@ -101,48 +101,82 @@ void fill_value(jl_value_t* v, tfjl_value* out) {
   *out = r;
 }
 
+// Every entry below runs its Julia work under julia_guarded (invoke.h): a
+// Julia exception outside the function's `try` fails the call, not the
+// Julia thread's serving loop.  InJulia comes first, so that the catch
+// returns to the GC-unsafe state it set up.
+
 Outcome call(const char* function, std::vector<Arg>& args) {
   InJulia in_julia;
-  jl_value_t* f = resolve_function(function);
-  if (f == nullptr) return not_found(function);
-  return Invocation(args).call(handles().protect, f, [](jl_value_t*) {});
+  CallStage stage;
+  return julia_guarded(stage, [&] {
+    stage.step = "looking up the function";
+    jl_value_t* f = resolve_function(function);
+    if (f == nullptr) return not_found(function);
+    return Invocation(args, &stage).call(handles().protect, f, [](jl_value_t*) {});
+  });
 }
 
 Outcome call_entry(EntryFn entry, const EntryArgs& args) {
-  // No jl_call around it: the entry's own try catches whatever the user's
-  // function throws, and recording the failure cannot throw (TFBridge.entry_failure).
+  // No jl_call around the entry: its own try catches whatever the user's
+  // function throws (and the wrapping of its arguments), and records the
+  // failure (TFBridge.entry_failure).  Only a failure of that catch itself
+  // (out of memory while it formats the error) reaches julia_guarded.
   InJulia in_julia;
-  const int kind = entry(args.data, args.ints, args.floats);
-  if (kind == kOk) return {};
-  return outcome_of(jl_array_ptr_ref(handles().last_failures, jl_threadid()));
+  CallStage stage;
+  stage.step = "in the compiled entry (its try did not catch it: the failure could not be recorded)";
+  return julia_guarded(stage, [&]() -> Outcome {
+    const int kind = entry(args.data, args.ints, args.floats);
+    if (kind == kOk) return {};
+    stage.step = "reading the compiled entry's failure";
+    Outcome out = outcome_of(jl_array_ptr_ref(handles().last_failures, jl_threadid()));
+    if (out.error.empty()) {  // never a success: the entry said it failed
+      out = {"the compiled entry failed (error kind " + std::to_string(kind) + ") but recorded no failure",
+             IsJuliaErrorKind(kind) ? kind : kInternal};
+    }
+    return out;
+  });
 }
 
 Outcome call_value(const char* function, std::vector<Arg>& args, tfjl_value* out) {
   InJulia in_julia;
-  jl_value_t* f = resolve_function(function);
-  if (f == nullptr) return not_found(function);
-  return Invocation(args).call(handles().protect_value, f, [&](jl_value_t* v) { fill_value(v, out); });
+  CallStage stage;
+  return julia_guarded(stage, [&] {
+    stage.step = "looking up the function";
+    jl_value_t* f = resolve_function(function);
+    if (f == nullptr) return not_found(function);
+    return Invocation(args, &stage).call(handles().protect_value, f, [&](jl_value_t* v) { fill_value(v, out); });
+  });
 }
 
 Outcome eval_value(const char* code, tfjl_value* out) {
   InJulia in_julia;
+  CallStage stage;
   std::vector<Arg> args = string_arg(code);
-  return Invocation(args).call(handles().protect_value, handles().eval_code,
-                               [&](jl_value_t* v) { fill_value(v, out); });
+  return julia_guarded(stage, [&] {
+    return Invocation(args, &stage).call(handles().protect_value, handles().eval_code,
+                                         [&](jl_value_t* v) { fill_value(v, out); });
+  });
 }
 
 Outcome eval_repr(const char* code, char** repr) {
   InJulia in_julia;
+  CallStage stage;
   std::vector<Arg> args = string_arg(code);
-  return Invocation(args).call(handles().protect, handles().eval_repr, [&](jl_value_t* v) {
-    if (jl_is_string(v)) *repr = malloc_string(jl_string_data(v), jl_string_len(v)).release();
+  return julia_guarded(stage, [&] {
+    return Invocation(args, &stage).call(handles().protect, handles().eval_repr, [&](jl_value_t* v) {
+      if (jl_is_string(v)) *repr = malloc_string(jl_string_data(v), jl_string_len(v)).release();
+    });
   });
 }
 
 Outcome include(const char* path) {
   InJulia in_julia;
+  CallStage stage;
   std::vector<Arg> args = string_arg(path);
-  return Invocation(args).call(handles().protect, handles().include_file, [](jl_value_t*) {});
+  return julia_guarded(stage, [&] {
+    return Invocation(args, &stage).call(handles().protect, handles().include_file, [](jl_value_t*) {});
+  });
 }
 
 int idle_begin() { return jl_gc_safe_enter(current_ptls()); }

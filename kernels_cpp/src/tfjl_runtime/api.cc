@@ -4,6 +4,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 
@@ -25,11 +26,14 @@ Outcome unavailable(const std::string& start_error) {
   return {"Julia is not available: " + start_error, detail::forked_from_julia() ? kFailedPrecondition : kInternal};
 }
 
-// Runs body() (which fills an Outcome); a C++ exception becomes an internal error.
+// Runs body() (which fills an Outcome); a C++ exception becomes an internal
+// error, std::bad_alloc ResourceExhausted.
 template <class Body>
 Outcome guarded(Body&& body) {
   try {
     return body();
+  } catch (const std::bad_alloc& e) {
+    return {std::string("tf-julia-bridge runtime: out of memory (") + e.what() + ")", kResourceExhausted};
   } catch (const std::exception& e) {
     return {std::string("tf-julia-bridge runtime: ") + e.what(), kInternal};
   } catch (...) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <type_traits>
 
 #include "julia_thread.h"
@@ -51,6 +52,8 @@ int run_capi(char** err, Body&& body) {
       out = {"Julia is not available: " + start_error,
              tfjl::detail::forked_from_julia() ? tfjl::kFailedPrecondition : tfjl::kInternal};
     }
+  } catch (const std::bad_alloc& e) {
+    out = {std::string("tf-julia-bridge runtime: out of memory (") + e.what() + ")", tfjl::kResourceExhausted};
   } catch (const std::exception& e) {
     out = {std::string("tf-julia-bridge runtime: ") + e.what(), tfjl::kInternal};
   } catch (...) {

@@ -195,21 +195,34 @@ void* JuliaThread::thread_main(void* arg) {
 
 void JuliaThread::serve(int max_wait_us, int julia_tid) {
   JuliaThread& self = instance();
-  self.register_thread();
-  if (julia_tid < 0 || julia_tid >= kInterruptSlots) julia_tid = kInterruptSlots - 1;  // not reached
-  t_julia_tid = julia_tid;
-  bool polling = false;
-  for (;;) {
-    while (Task* task = self.take_task(max_wait_us, &polling)) {
-      self.execute(task, julia_tid);
-      // Poll for the next task before anything else happens: a caller that
-      // submits its next run right away then finds a poller and wakes no
-      // other server (a woken server would compete for the CPU with this
-      // one, which keeps the run's data warm).
-      polling = !self.poller_.exchange(true, std::memory_order_acquire);
+  // Nothing may leave this function but by returning: it is called from
+  // Julia (TFBridge.serve_forever), and a C++ exception unwinding into
+  // Julia's frames ends the process (std::terminate).  Every task's work and
+  // completion catch their own (execute); this catches the rest (a failing
+  // mutex), says so and returns to Julia, which calls again.
+  try {
+    self.register_thread();
+    if (julia_tid < 0 || julia_tid >= kInterruptSlots) julia_tid = kInterruptSlots - 1;  // not reached
+    t_julia_tid = julia_tid;
+    bool polling = false;
+    for (;;) {
+      while (Task* task = self.take_task(max_wait_us, &polling)) {
+        self.execute(task, julia_tid);
+        // Poll for the next task before anything else happens: a caller that
+        // submits its next run right away then finds a poller and wakes no
+        // other server (a woken server would compete for the CPU with this
+        // one, which keeps the run's data warm).
+        polling = !self.poller_.exchange(true, std::memory_order_acquire);
+      }
+      if (!self.exiting_.load(std::memory_order_acquire)) return;  // back to Julia's scheduler for a while
+      max_wait_us = INT_MAX;  // exiting: calls from atexit handlers are still served, here
     }
-    if (!self.exiting_.load(std::memory_order_acquire)) return;  // back to Julia's scheduler for a while
-    max_wait_us = INT_MAX;  // exiting: calls from atexit handlers are still served, here
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tf-julia-bridge: Julia's thread %d, serving calls, caught %s; it serves on\n",
+                 julia_tid + 1, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tf-julia-bridge: Julia's thread %d, serving calls, caught an unknown C++ exception; "
+                 "it serves on\n", julia_tid + 1);
   }
 }
 
@@ -234,7 +247,15 @@ void JuliaThread::execute(Task* task, int julia_tid) {
   }
   if (task->kind == Task::kPosted) {  // nobody waits for it
     if (task->error) std::fprintf(stderr, "tf-julia-bridge: a posted task threw (it must not)\n");
-    task->finish(task->ctx, ran);
+    // The caller's `done` runs here (TF's executor onwards, for a kernel):
+    // whatever it throws stays on this side of the serving loop.
+    try {
+      task->finish(task->ctx, ran);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tf-julia-bridge: a posted call's completion threw %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "tf-julia-bridge: a posted call's completion threw an unknown C++ exception\n");
+    }
     delete task;
     return;
   }
