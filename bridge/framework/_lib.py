@@ -14,17 +14,13 @@ copy (see ENVIRONMENT notes: other orders hang or segfault).
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib.util
 import os
-import sys
 import threading
 from pathlib import Path
 
-import cffi
-
-from bridge.platform import cache
+from bridge.platform import ffi_modules
 
 _DECL_DIR = Path(__file__).resolve().parent / "decl"
 _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h", "tf_server.h")
@@ -32,31 +28,9 @@ _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstri
 
 def _make_ffi():
     """The FFI of decl/*.h. Parsing them with pycparser costs about 70 ms, so
-    the parsed form is emitted once as an out-of-line ABI module (cffi's
-    pure-Python form, no compiler involved) in the cache and imported after."""
+    the parsed form is kept in the cache (bridge.platform.ffi_modules)."""
     source = "".join((_DECL_DIR / name).read_text() for name in _DECL_FILES)
-    module_name = f"_bridge_tf_ffi_{cache.Key(cffi.__version__, source).hexdigest()}"
-    builder = None
-    try:
-        path = cache.root() / "ffi" / f"{module_name}.py"
-        if not path.exists():
-            builder = cffi.FFI()
-            builder.cdef(source)
-            builder.set_source(module_name, None)
-            # cffi says "generating <file>" on stdout: a `$(tfbridge fortran --flags)`
-            # in a Makefile, or any other command whose output is captured, must not get it.
-            with cache.publishing(path) as tmp, contextlib.redirect_stdout(sys.stderr):
-                builder.emit_python_code(str(tmp))
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.ffi
-    except OSError:  # no writable cache: parse in memory (bridge.platform.cache)
-        if builder is not None:
-            return builder  # parsed already; only emitting it failed
-        built = cffi.FFI()
-        built.cdef(source)
-        return built
+    return ffi_modules.cached_ffi(source, "_bridge_tf_ffi")
 
 
 ffi = _make_ffi()
