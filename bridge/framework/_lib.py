@@ -96,6 +96,45 @@ _lib = None
 _pinned: list = []
 
 
+_loader: threading.Thread | None = None  # start_loading's thread, joined by load()
+
+
+def start_loading() -> None:
+    """Begin loading the TF libraries on another thread, for a caller that
+    will call ``load()`` after work of its own (``bridge.julia.init`` reads its
+    configuration meanwhile); ``load()`` waits for the thread.  Binding every
+    symbol takes about 0.25 s, inside glibc's loader lock: anything else that
+    opens a library meanwhile (an extension module's import) waits for it.
+    Failures are left to ``load()``, which opens the same files and says why."""
+    global _loader
+    with _lock:
+        if _lib is not None or _loader is not None:
+            return
+        try:
+            paths = [str(p).encode() for p in library_paths()]
+        except LibraryNotFoundError:
+            return
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # as load() does, before TF reads it
+        # libc's dlopen through ctypes, which releases the GIL around a
+        # foreign call (its own dlopen, in ctypes.CDLL, would hold it).
+        dlopen = ctypes.CDLL(None).dlopen
+        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+        flags = os.RTLD_LOCAL | os.RTLD_NOW
+
+        def run() -> None:
+            for path in paths:  # the framework first, as load() opens them
+                if not dlopen(path, flags):
+                    return  # load() opens it again and raises with dlerror's text
+            # The handles are dropped, never closed: load()'s keep the libraries.
+
+        # Not a daemon: an exit waits for it rather than running TF's static
+        # destructors under its constructors; nor does a fork copy the loader
+        # lock while this thread holds it.
+        _loader = threading.Thread(target=run, name="bridge-tf-load")
+        _loader.start()
+        os.register_at_fork(before=_loader.join)
+
+
 def load():
     """Load the TF libraries once (RTLD_LOCAL|RTLD_NOW) and return the cffi library."""
     global _lib
@@ -103,6 +142,8 @@ def load():
         return _lib
     with _lock:
         if _lib is None:
+            if _loader is not None:
+                _loader.join()  # the libraries are loaded now, or failed to: opened again below
             framework, c_api = library_paths()
             flags = os.RTLD_LOCAL | os.RTLD_NOW
             # TF's INFO lines (oneDNN notices) are noise for a library user.

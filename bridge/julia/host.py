@@ -130,7 +130,10 @@ def init() -> None:
     with _lock:
         if _rt is not None:
             return
-        _lib.load()  # TensorFlow before libjulia, always (bridge.framework._lib explains why)
+        # TensorFlow before libjulia, always (bridge.framework._lib explains
+        # why): its libraries load on another thread while this one finds
+        # Julia, the runtime and the image, then load() waits for them.
+        _lib.start_loading()
         config = julia_runtime.julia_config()
         library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
         bridge_jl = paths.julia_dir() / "TFBridge.jl"
@@ -138,6 +141,7 @@ def init() -> None:
         # these sources; else Julia's own, and the runtime includes bridge_jl.
         image = str(julia_sysimage.current_image(config) or config.image)
         _absolute_extra_depot()
+        _lib.load()
         # Kernels that run before init (or in child processes) start Julia
         # from these; they must find the same installation.
         os.environ["TFBRIDGE_JULIA_BINDIR"] = config.bindir
