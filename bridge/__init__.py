@@ -17,6 +17,9 @@ __version__ = "0.1.0"
 _DTYPE_NAMES = ("bfloat16", "bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
                 "int32", "int64", "resource", "string", "uint8", "uint16", "uint32", "uint64", "variant")
 _LAZY = {
+    "framework": ("bridge.framework", None),
+    "platform": ("bridge.platform", None),
+    "saved_model": ("bridge.saved_model", None),
     "dtypes": ("bridge.framework.dtypes", None),
     "errors": ("bridge.framework.errors", None),
     "DType": ("bridge.framework.dtypes", "DType"),

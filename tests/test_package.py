@@ -14,8 +14,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Every name `import bridge` gave eagerly before its names became lazy.
-ONCE_EAGER = ("dtypes", "errors", "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "float16",
+#: Every name `import bridge` gave eagerly before its names became lazy
+#: (the subpackages its imports brought in included).
+ONCE_EAGER = ("framework", "platform", "saved_model", "ops", "dtypes", "errors", "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "float16",
               "float32", "float64", "int8", "int16", "int32", "int64", "resource", "string", "uint8", "uint16",
               "uint32", "uint64", "variant", "Tensor", "aligned_empty", "Shape", "Graph", "Operation", "Output",
               "get_default_graph", "reset_default_graph", "Session", "SessionConfig", "SavedModel", "Signature",
