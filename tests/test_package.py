@@ -97,3 +97,30 @@ def test_the_package_hooks_run_once_per_import_and_for_late_registrations() -> N
         assert seen == [fake, fake]
     finally:
         del sys.modules["tests.test_package.fake"]
+
+
+def test_tf_libraries_loading_on_a_thread_are_whole_in_a_forked_child() -> None:
+    """bridge.julia.init() loads TF's libraries on a thread (_lib.start_loading);
+    a fork meanwhile waits for it.  Without that wait the child got TF half
+    loaded, its static constructors cut off with the thread that ran them
+    (measured: a segfault, or TF's op list 5,270 bytes long instead of
+    383,807), so the child's op list must be the parent's."""
+    for delay in (0.05, 0.15):  # the fork falls inside the 0.25 s of loading
+        out = _run(f"""
+import json, os, time
+from bridge.framework import _lib
+_lib.start_loading()
+time.sleep({delay})
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, str(_lib.load().TF_GetAllOpList().length).encode())
+    os._exit(0)
+os.close(write)
+child = os.read(read, 100).decode()
+_, status = os.waitpid(pid, 0)
+print(json.dumps({{"exit": os.waitstatus_to_exitcode(status), "child": child,
+                   "parent": str(_lib.load().TF_GetAllOpList().length)}}))
+""")
+        assert out["exit"] == 0 and out["child"] == out["parent"], (delay, out)
+        assert int(out["parent"]) > 100_000, out
