@@ -115,8 +115,8 @@ def start_loading() -> None:
         except LibraryNotFoundError:
             return
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # as load() does, before TF reads it
-        # libc's dlopen through ctypes, which releases the GIL around a
-        # foreign call (its own dlopen, in ctypes.CDLL, would hold it).
+        # libc's dlopen, called through ctypes, which releases the GIL around
+        # a foreign call: Python runs on meanwhile (what loads no library).
         dlopen = ctypes.CDLL(None).dlopen
         dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
         flags = os.RTLD_LOCAL | os.RTLD_NOW
