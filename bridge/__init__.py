@@ -5,25 +5,43 @@ in a process that runs Julia); Julia is started only when something needs it.
 """
 from __future__ import annotations
 
-from bridge.framework import dtypes, errors
-from bridge.framework.dtypes import DType, as_dtype
-from bridge.framework.dtypes import (bfloat16, bool, complex64, complex128, float16, float32, float64, int8,
-                                     int16, int32, int64, resource, string, uint8, uint16, uint32, uint64,
-                                     variant)
-from bridge.framework.tensor import Tensor, aligned_empty
-from bridge.framework.attrs import Shape
-from bridge.framework.graph import Graph, Operation, Output, get_default_graph, reset_default_graph
-from bridge.ops import operators as _operators  # noqa: F401  (installs x + y, x @ w, ... on Output)
-from bridge.framework import session as _session
-from bridge.framework.session import Session, SessionConfig
-from bridge.saved_model import SavedModel, Signature, load_saved_model
-from bridge.saved_model import load as _saved_model_load
-from bridge.framework.scopes import colocate_with, control_dependencies, device, name_scope
+import importlib
+
+from bridge.platform import hooks as _hooks
 
 __version__ = "0.1.0"
 
-# Heavier parts load on first access, so `import bridge` stays fast.
+# Every public name loads its module on first access (PEP 562), so that
+# `import bridge.julia` and Julia's start import neither numpy nor the graph
+# modules (README, "Julia's start"); tests/test_package.py resolves them all.
+_DTYPE_NAMES = ("bfloat16", "bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
+                "int32", "int64", "resource", "string", "uint8", "uint16", "uint32", "uint64", "variant")
 _LAZY = {
+    "framework": ("bridge.framework", None),
+    "platform": ("bridge.platform", None),
+    "saved_model": ("bridge.saved_model", None),
+    "dtypes": ("bridge.framework.dtypes", None),
+    "errors": ("bridge.framework.errors", None),
+    "DType": ("bridge.framework.dtypes", "DType"),
+    "as_dtype": ("bridge.framework.dtypes", "as_dtype"),
+    **{name: ("bridge.framework.dtypes", name) for name in _DTYPE_NAMES},
+    "Tensor": ("bridge.framework.tensor", "Tensor"),
+    "aligned_empty": ("bridge.framework.tensor", "aligned_empty"),
+    "Shape": ("bridge.framework.attrs", "Shape"),
+    "Graph": ("bridge.framework.graph", "Graph"),
+    "Operation": ("bridge.framework.graph", "Operation"),
+    "Output": ("bridge.framework.graph", "Output"),
+    "get_default_graph": ("bridge.framework.graph", "get_default_graph"),
+    "reset_default_graph": ("bridge.framework.graph", "reset_default_graph"),
+    "Session": ("bridge.framework.session", "Session"),
+    "SessionConfig": ("bridge.framework.session", "SessionConfig"),
+    "SavedModel": ("bridge.saved_model", "SavedModel"),
+    "Signature": ("bridge.saved_model", "Signature"),
+    "load_saved_model": ("bridge.saved_model", "load_saved_model"),
+    "colocate_with": ("bridge.framework.scopes", "colocate_with"),
+    "control_dependencies": ("bridge.framework.scopes", "control_dependencies"),
+    "device": ("bridge.framework.scopes", "device"),
+    "name_scope": ("bridge.framework.scopes", "name_scope"),
     "ops": ("bridge.ops", None),
     "julia": ("bridge.julia", None),
     "customop": ("bridge.customop", None),
@@ -150,21 +168,26 @@ def _julia_session_runner():
     return session_runner()
 
 
-_session.set_julia_thread_runner(_julia_session_runner)
-
-
 def _load_op_folder(folder):
     """An op folder in load_saved_model(op_libraries=...) loads through the custom-op tools, imported only then."""
     return __getattr__("customop").load(folder)
 
 
-_saved_model_load.set_op_folder_loader(_load_op_folder)
+def _install_operators(graph_module) -> None:
+    """x + y, x @ w, ... on Output (bridge.ops.operators), as the graph module is imported."""
+    importlib.import_module("bridge.ops.operators")
+
+
+# The package's hooks into the binding, run as each module is imported
+# (bridge/platform/hooks.py), however it is reached.
+_hooks.on_import("bridge.framework.graph", _install_operators)
+_hooks.on_import("bridge.framework.session", lambda m: m.set_julia_thread_runner(_julia_session_runner))
+_hooks.on_import("bridge.saved_model.load", lambda m: m.set_op_folder_loader(_load_op_folder))
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'bridge' has no attribute '{name}'")
-    import importlib
     module_name, attr = _LAZY[name]
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)

@@ -14,17 +14,13 @@ copy (see ENVIRONMENT notes: other orders hang or segfault).
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib.util
 import os
-import sys
 import threading
 from pathlib import Path
 
-import cffi
-
-from bridge.platform import cache
+from bridge.platform import ffi_modules
 
 _DECL_DIR = Path(__file__).resolve().parent / "decl"
 _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstring.h", "c_api.h", "tf_server.h")
@@ -32,31 +28,9 @@ _DECL_FILES = ("types.h", "tf_status.h", "tf_buffer.h", "tf_tensor.h", "tf_tstri
 
 def _make_ffi():
     """The FFI of decl/*.h. Parsing them with pycparser costs about 70 ms, so
-    the parsed form is emitted once as an out-of-line ABI module (cffi's
-    pure-Python form, no compiler involved) in the cache and imported after."""
+    the parsed form is kept in the cache (bridge.platform.ffi_modules)."""
     source = "".join((_DECL_DIR / name).read_text() for name in _DECL_FILES)
-    module_name = f"_bridge_tf_ffi_{cache.Key(cffi.__version__, source).hexdigest()}"
-    builder = None
-    try:
-        path = cache.root() / "ffi" / f"{module_name}.py"
-        if not path.exists():
-            builder = cffi.FFI()
-            builder.cdef(source)
-            builder.set_source(module_name, None)
-            # cffi says "generating <file>" on stdout: a `$(tfbridge fortran --flags)`
-            # in a Makefile, or any other command whose output is captured, must not get it.
-            with cache.publishing(path) as tmp, contextlib.redirect_stdout(sys.stderr):
-                builder.emit_python_code(str(tmp))
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.ffi
-    except OSError:  # no writable cache: parse in memory (bridge.platform.cache)
-        if builder is not None:
-            return builder  # parsed already; only emitting it failed
-        built = cffi.FFI()
-        built.cdef(source)
-        return built
+    return ffi_modules.cached_ffi(source, "_bridge_tf_ffi")
 
 
 ffi = _make_ffi()
@@ -122,6 +96,46 @@ _lib = None
 _pinned: list = []
 
 
+_loader: threading.Thread | None = None  # start_loading's thread, joined by load()
+
+
+def start_loading() -> None:
+    """Begin loading the TF libraries on another thread, for a caller that
+    will call ``load()`` after work of its own (``bridge.julia.init`` reads its
+    configuration meanwhile); ``load()`` waits for the thread.  Binding every
+    symbol takes about 0.25 s, inside glibc's loader lock: anything else that
+    opens a library meanwhile (an extension module's import) waits for it.
+    Failures are left to ``load()``, which opens the same files and says why."""
+    global _loader
+    with _lock:
+        if _lib is not None or _loader is not None:
+            return
+        try:
+            paths = [str(p).encode() for p in library_paths()]
+        except LibraryNotFoundError:
+            return
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # as load() does, before TF reads it
+        # libc's dlopen, called through ctypes, which releases the GIL around
+        # a foreign call: Python runs on meanwhile (what loads no library).
+        dlopen = ctypes.CDLL(None).dlopen
+        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+        flags = os.RTLD_LOCAL | os.RTLD_NOW
+
+        def run() -> None:
+            for path in paths:  # the framework first, as load() opens them
+                if not dlopen(path, flags):
+                    return  # load() opens it again and raises with dlerror's text
+            # The handles are dropped, never closed: load()'s keep the libraries.
+
+        # Not a daemon: an exit waits for it rather than running TF's static
+        # destructors under its constructors.  A fork waits for it too: the
+        # child would get TF half loaded, its constructors cut off with this
+        # thread (measured: a segfault, or TF's op list 1/70 of its length).
+        _loader = threading.Thread(target=run, name="bridge-tf-load")
+        _loader.start()
+        os.register_at_fork(before=_loader.join)
+
+
 def load():
     """Load the TF libraries once (RTLD_LOCAL|RTLD_NOW) and return the cffi library."""
     global _lib
@@ -129,6 +143,8 @@ def load():
         return _lib
     with _lock:
         if _lib is None:
+            if _loader is not None:
+                _loader.join()  # the libraries are loaded now, or failed to: opened again below
             framework, c_api = library_paths()
             flags = os.RTLD_LOCAL | os.RTLD_NOW
             # TF's INFO lines (oneDNN notices) are noise for a library user.

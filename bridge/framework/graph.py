@@ -692,3 +692,8 @@ def reset_default_graph() -> None:
     if _stack():
         raise RuntimeError("reset_default_graph() called inside a Graph.as_default() block")
     _global_default = None
+
+
+# The package's hooks for this module (bridge/__init__.py; bridge/platform/hooks.py).
+from bridge.platform import hooks as _hooks  # noqa: E402
+_hooks.imported(__name__)

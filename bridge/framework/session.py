@@ -512,3 +512,8 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+# The package's hooks for this module (bridge/__init__.py; bridge/platform/hooks.py).
+from bridge.platform import hooks as _hooks  # noqa: E402
+_hooks.imported(__name__)

@@ -22,19 +22,21 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import threading
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
-from cffi import FFI
-
 from bridge.framework import _lib
-from bridge.platform import paths
+from bridge.platform import ffi_modules, paths
 from . import runtime as julia_runtime
 from . import sysimage as julia_sysimage
 from bridge.framework import errors as _errors
+
+# numpy and the contract table (which brings TensorFlow's dtypes) are
+# imported by the calls that convert values, not here: `import bridge.julia;
+# bridge.julia.init()` then waits for neither (README, "Julia's start").
 
 __all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "is_initialized", "eval", "include",
            "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
@@ -46,16 +48,26 @@ def _cdef_text() -> str:
     return header[start + len("/* cffi-begin */"):end]
 
 
-_ffi = FFI()
-_ffi.cdef(_cdef_text())
+_ffi = ffi_modules.cached_ffi(_cdef_text(), "_bridge_tfjl_ffi")
 
-# tfjl::DType codes of numpy dtypes, and of strings: the contract table
-# (bridge/julia/contract.py; kernels_cpp/include/tfjl/contract.h).
-from . import contract as _contract  # noqa: E402  (beside the constants it defines)
 
-_DTYPE_CODES = {d.np_dtype: d.code for d in _contract.DTYPES if d.np_dtype is not None}
-_STRING = _contract.by_name("String").code
-_FAILED_PRECONDITION = _contract.error_kind("FailedPrecondition").value
+@functools.lru_cache(maxsize=None)
+def _table() -> tuple[dict, int, int]:
+    """tfjl::DType codes of numpy dtypes, String's code and FailedPrecondition's
+    status: the contract table (bridge/julia/contract.py;
+    kernels_cpp/include/tfjl/contract.h), read on first use."""
+    from . import contract
+    codes = {d.np_dtype: d.code for d in contract.DTYPES if d.np_dtype is not None}
+    return codes, contract.by_name("String").code, contract.error_kind("FailedPrecondition").value
+
+
+def __getattr__(name: str) -> Any:
+    """``_DTYPE_CODES`` and ``_STRING``, the table's values, as module attributes."""
+    if name == "_DTYPE_CODES":
+        return _table()[0]
+    if name == "_STRING":
+        return _table()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class JuliaError(RuntimeError):
@@ -119,7 +131,10 @@ def init() -> None:
     with _lock:
         if _rt is not None:
             return
-        _lib.load()  # TensorFlow before libjulia, always (bridge.framework._lib explains why)
+        # TensorFlow before libjulia, always (bridge.framework._lib explains
+        # why): its libraries load on another thread while this one finds
+        # Julia, the runtime and the image, then load() waits for them.
+        _lib.start_loading()
         config = julia_runtime.julia_config()
         library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
         bridge_jl = paths.julia_dir() / "TFBridge.jl"
@@ -127,6 +142,7 @@ def init() -> None:
         # these sources; else Julia's own, and the runtime includes bridge_jl.
         image = str(julia_sysimage.current_image(config) or config.image)
         _absolute_extra_depot()
+        _lib.load()
         # Kernels that run before init (or in child processes) start Julia
         # from these; they must find the same installation.
         os.environ["TFBRIDGE_JULIA_BINDIR"] = config.bindir
@@ -196,10 +212,13 @@ def _open_runtime(library: Path):
     build of it may have loaded that one; a second copy would try to start a
     second Julia.
     """
+    # Asked of dlopen through ctypes: cffi, refused a bare name, would go on
+    # to ctypes.util.find_library, which runs ldconfig and the C compiler.
     try:
-        return _ffi.dlopen(julia_runtime.LIBRARY_NAME, os.RTLD_NOW | os.RTLD_NOLOAD)
+        ctypes.CDLL(julia_runtime.LIBRARY_NAME, mode=os.RTLD_NOW | os.RTLD_NOLOAD)
     except OSError:
         return _ffi.dlopen(str(library), os.RTLD_NOW)
+    return _ffi.dlopen(julia_runtime.LIBRARY_NAME, os.RTLD_NOW | os.RTLD_NOLOAD)
 
 
 def is_initialized() -> bool:
@@ -239,6 +258,7 @@ def _to_python(value) -> Any:
     if kind == _rt.TFJL_VALUE_BIGINT:
         return int(_text(value))
     if kind == _rt.TFJL_VALUE_ARRAY:
+        import numpy as np
         dims = [value.dims[k] for k in range(value.ndims)]
         raw = _ffi.buffer(value.data, value.nbytes)
         return np.frombuffer(raw, dtype=np.dtype(_text(value))).reshape(dims).copy()
@@ -283,34 +303,38 @@ def include(path: str | os.PathLike) -> None:
 
 
 def _scalar_arg(arg: Any, slot, keep: list, position: int) -> None:
+    import numpy as np
+    codes, string_code, _ = _table()
     slot.kind = _rt.TFJL_ARG_SCALAR
     if isinstance(arg, (bool, np.bool_)):
-        slot.dtype, slot.i = _DTYPE_CODES[np.dtype(np.bool_)], int(arg)
+        slot.dtype, slot.i = codes[np.dtype(np.bool_)], int(arg)
     elif isinstance(arg, np.int32):
-        slot.dtype, slot.i = _DTYPE_CODES[np.dtype(np.int32)], int(arg)
+        slot.dtype, slot.i = codes[np.dtype(np.int32)], int(arg)
     elif isinstance(arg, (int, np.integer)):
         if not -2**63 <= int(arg) < 2**63:
             raise OverflowError(f"bridge.julia.call: argument {position} ({arg}) does not fit in an Int64")
-        slot.dtype, slot.i = _DTYPE_CODES[np.dtype(np.int64)], int(arg)
+        slot.dtype, slot.i = codes[np.dtype(np.int64)], int(arg)
     elif isinstance(arg, np.float32):
-        slot.dtype, slot.f = _DTYPE_CODES[np.dtype(np.float32)], float(arg)
+        slot.dtype, slot.f = codes[np.dtype(np.float32)], float(arg)
     elif isinstance(arg, (float, np.floating)):
-        slot.dtype, slot.f = _DTYPE_CODES[np.dtype(np.float64)], float(arg)
+        slot.dtype, slot.f = codes[np.dtype(np.float64)], float(arg)
     elif isinstance(arg, str):
         data = arg.encode()
         buf = _ffi.new("char[]", data)
         keep.append(buf)
-        slot.dtype, slot.s, slot.len = _STRING, buf, len(data)
+        slot.dtype, slot.s, slot.len = string_code, buf, len(data)
     else:
         raise TypeError(f"bridge.julia.call: argument {position} is a {type(arg).__name__}; expected a "
                         "numpy array, bool, int, float or str")
 
 
-def _array_arg(arg: np.ndarray, slot, keep: list, position: int) -> None:
-    code = _DTYPE_CODES.get(arg.dtype)
+def _array_arg(arg, slot, keep: list, position: int) -> None:
+    import numpy as np
+    codes = _table()[0]
+    code = codes.get(arg.dtype)
     if code is None:
         raise TypeError(f"bridge.julia.call: argument {position} has dtype {arg.dtype}; expected one of "
-                        + ", ".join(str(d) for d in _DTYPE_CODES))
+                        + ", ".join(str(d) for d in codes))
     # Zero-copy needs C order, alignment and write access (Julia may write);
     # anything else is passed as a copy, so Julia's writes are not seen.
     arg = np.require(arg, requirements="CAW")
@@ -332,6 +356,7 @@ def call(fname: str, *args: Any) -> Any:
     float and str become Bool, Int64 (Int32 / Float32 for those numpy
     scalars), Float64 and String.  Raises JuliaError.
     """
+    import numpy as np
     rt = _runtime()
     keep: list = []
     cargs = _ffi.new("tfjl_arg[]", max(len(args), 1))
@@ -375,7 +400,7 @@ class JuliaThreadRunner:
         forked = rt.tfjl_forked()
         if forked != _ffi.NULL:  # the run would fail op by op; say why once
             raise JuliaError("Session(julia_thread=True).run: Julia is not available: "
-                             + _ffi.string(forked).decode(errors="replace"), _FAILED_PRECONDITION)
+                             + _ffi.string(forked).decode(errors="replace"), _table()[2])
         # The arguments are cdata of bridge.framework._lib's FFI; the runtime takes them type-erased.
         ptr, arr = (lambda v: _ffi.cast("void*", v)), (lambda v: _ffi.cast("void**", v))
         pending = slot if slot is not None else self.new_slot()

@@ -10,7 +10,7 @@ second wait and then find it made.
 
 The caches, each stating only its key and how to make its entry:
 
-- ``bridge.framework._lib``: the parsed C API declarations, ``root()/ffi/``;
+- ``bridge.platform.ffi_modules``: parsed cffi declarations (the C API's, the Julia runtime's), ``root()/ffi/``;
 - ``bridge.ops.opgen``: generated op modules and their bytecode, ``root()/ops/``;
 - ``bridge.julia.buildtools``: Julia's account of its installation, ``root()/julia-config/``;
 - ``bridge.julia.runtime``: the built runtime, ``root()/runtime/<key>/``;

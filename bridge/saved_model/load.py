@@ -246,3 +246,8 @@ def load_saved_model(export_dir: Union[str, Path], tags: Sequence[str] = ("serve
         signatures[name] = Signature(name, inputs, outputs, pb.text(sig.get(3, [b""])[0]), session,
                                      targets, unsupported)
     return SavedModel(graph, session, signatures, tuple(tags), init_op)
+
+
+# The package's hooks for this module (bridge/__init__.py; bridge/platform/hooks.py).
+from bridge.platform import hooks as _hooks  # noqa: E402
+_hooks.imported(__name__)
