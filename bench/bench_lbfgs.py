@@ -13,8 +13,9 @@ zeros before it, as the other modes start, is not timed).
 Then both run to convergence and must reach the same optimum.
 
 The floor: the same scipy loop over bare TF_SessionRun calls (arrays built
-once, the C API through cffi, no bridge code per call, the same fused
-output fetched), printed as what TF costs here before the bridge adds
+once, the C API through cffi, no bridge code per call: a TF_Tensor
+allocated and filled per run as a C caller would, the same fused output
+fetched), printed as what TF costs here before the bridge adds
 anything: the bridge over it is the goal of issue #28 (<= 1.15x at every
 size).
 
@@ -99,7 +100,6 @@ def _bare_evaluator(sess: bridge.Session, opt: ScipyOptimizer):
     from bridge.framework._lib import CTypes as C
     from bridge.framework._lib import ffi, lib
     from bridge.framework.errors import check, status
-    from bridge.framework.tensor import Tensor
 
     g = sess.graph
     (read,), = opt._reads
@@ -111,12 +111,17 @@ def _bare_evaluator(sess: bridge.Session, opt: ScipyOptimizer):
     c_out[0].oper, c_out[0].index = both.op._ptr, both.index
     c_in_vals, c_out_vals = ffi.new(C.tensor_ptr_array, 1), ffi.new(C.tensor_ptr_array, 1)
     st = status()
+    dims = ffi.new("int64_t[1]", [len(read.shape) and int(read.shape[0])])
+    nbytes = int(dims[0]) * 8
 
     def fun(x: np.ndarray):
-        t = Tensor(x)
-        c_in_vals[0] = t._ptr
+        # What a C caller does: a fresh TF_Tensor per run, the point copied in (TF_SessionRun takes it).
+        t = lib.TF_AllocateTensor(lib.TF_DOUBLE, dims, 1, nbytes)
+        ffi.memmove(lib.TF_TensorData(t), ffi.from_buffer(x), nbytes)
+        c_in_vals[0] = t
         lib.TF_SessionRun(sess._ptr, ffi.NULL, c_in, c_in_vals, 1, c_out, c_out_vals, 1, ffi.NULL, 0, ffi.NULL,
                           st.ptr)
+        lib.TF_DeleteTensor(t)
         check(st)
         out = c_out_vals[0]
         n = lib.TF_TensorByteSize(out) // 8
