@@ -198,7 +198,7 @@ def _start_julia_for(directory: Path) -> None:
     if julia.is_initialized():
         return
     try:
-        spec = parse_file(directory / SPEC_FILE)
+        spec = fortran.resolve_language(parse_file(directory / SPEC_FILE), directory)
     except Exception:
         return
     if not fortran.is_fortran(spec):
