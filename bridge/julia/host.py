@@ -38,8 +38,8 @@ from . import opimage as julia_opimage
 from . import sysimage as julia_sysimage
 from bridge.framework import errors as _errors
 
-__all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "image", "is_initialized", "eval", "include",
-           "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
+__all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "image", "is_initialized", "eval",
+           "include", "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
 
 
 def _cdef_text() -> str:
@@ -177,7 +177,8 @@ def _choose_image(config, image, ops) -> str:
         note = julia_opimage.check_explicit(path, config)
         if note is None:
             return str(path)
-        note = f"tf-julia-bridge: not using the system image {path}: {note}; Julia starts from the image with TFBridge"
+        note = (f"tf-julia-bridge: not using the system image {path}: {note}; "
+                "Julia starts from the image with TFBridge")
     else:
         chosen, note = julia_opimage.choose([Path(f) for f in ops], config)
         if chosen is not None:
