@@ -3,15 +3,20 @@
     tfbridge customop init NAME [DIR] [--with-package PKG]... [--fortran]
                                         scaffold an op: custom_op.txt + a working Julia example
                                         (+ Project.toml listing the Julia packages it uses)
-    tfbridge customop build DIR...      generate and compile lib<Op>.so (cached); several folders
-                                        are built in parallel, one line per op
+    tfbridge customop build DIR... [--image]
+                                        generate and compile lib<Op>.so (cached); several folders
+                                        are built in parallel, one line per op; --image then builds
+                                        Julia's system image for these ops (as julia build-image --ops)
     tfbridge customop stub DIR          print Julia (or Fortran) skeletons for the spec's functions
     tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
     tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
                                         serve one task of a TensorFlow cluster until SIGTERM/SIGINT
-    tfbridge julia build-image          build Julia's system image with TFBridge in it (cached;
-                                        minutes): Julia then starts in a fraction of a second
+    tfbridge julia build-image [--ops DIR...]
+                                        build Julia's system image with TFBridge in it (cached;
+                                        minutes): Julia then starts in a fraction of a second;
+                                        with --ops, one that also holds those ops' Julia packages
+                                        and compiled code, used by processes loading them
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
@@ -51,8 +56,21 @@ def _customop_build(args: argparse.Namespace) -> int:
 
     if len(args.dirs) == 1:
         print(customop.build(args.dirs[0]))
-        return 0
-    return _build_in_parallel(args.dirs, args.jobs)
+    elif _build_in_parallel(args.dirs, args.jobs):
+        return 1
+    return _build_op_image(args.dirs) if args.image else 0
+
+
+def _build_op_image(dirs: Sequence[str]) -> int:
+    from bridge.customop import image
+    from bridge.julia import buildtools, runtime, sysimage
+
+    try:
+        image.build_image(dirs)
+    except (sysimage.ImageBuildError, runtime.CacheNotWritableError, buildtools.ToolNotFoundError) as exc:
+        print(f"tfbridge: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _build_in_parallel(dirs: Sequence[str], jobs: Optional[int]) -> int:
@@ -137,6 +155,9 @@ def _gradtest(args: argparse.Namespace) -> int:
 def _julia_build_image(args: argparse.Namespace) -> int:
     from bridge.julia import buildtools, runtime, sysimage
 
+    if args.ops:
+        return _build_op_image(args.ops)
+
     try:
         sysimage.build_image()
     except (sysimage.ImageBuildError, runtime.CacheNotWritableError, buildtools.ToolNotFoundError) as exc:
@@ -197,7 +218,7 @@ def _julia_start_seconds(folders: Sequence[str]) -> Optional[float]:
     from bridge import julia
 
     t0 = time.perf_counter()
-    julia.init()
+    julia.init(ops=folders)  # from the image built for these ops, where one is current
     return time.perf_counter() - t0
 
 
@@ -313,6 +334,9 @@ def _parser() -> argparse.ArgumentParser:
                                                           "one line per op)")
     p.add_argument("-j", "--jobs", type=int, default=None,
                    help="how many folders to build at once (default: one per CPU, at most one per folder)")
+    p.add_argument("--image", action="store_true",
+                   help="then build Julia's system image holding these ops' packages and compiled code "
+                        "(minutes; as `tfbridge julia build-image --ops DIR...`)")
     p.set_defaults(run=_customop_build)
 
     p = sub.add_parser("stub", help="print Julia skeletons of the spec's forward and backward functions")
@@ -375,6 +399,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Build, once per Julia and TFBridge sources, the system image that makes "
                                    "Julia start without compiling TFBridge (a few minutes; `make setup` runs "
                                    "it). Without it, Julia starts from its own image and includes TFBridge.jl.")
+    p.add_argument("--ops", metavar="DIR", nargs="+", default=[],
+                   help="build instead the image that also holds these op folders' Julia packages and the code "
+                        "a run of them compiled; a process whose first loaded op is one of them starts from it")
     p.set_defaults(run=_julia_build_image)
     return parser
 

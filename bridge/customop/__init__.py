@@ -143,6 +143,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     from bridge import julia
 
     directory = Path(directory).resolve()
+    _start_julia_for(directory)
     # The spec is parsed once, here; names loaded ops took are refused before
     # the build, and outputs the Julia file rebinds (a parse: none of its code
     # runs) before a compile, or where the op is cached, after finding it (Julia
@@ -185,6 +186,23 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     if compiled is not None:
         _register_entries(*compiled)
     return module
+
+
+def _start_julia_for(directory: Path) -> None:
+    """Start Julia, unless it has started, from a system image built for this
+    op where one is current (bridge.julia.opimage, README "Julia's start"):
+    before anything of the load runs Julia (its checks do).  A Fortran op, or
+    a spec that does not parse (build_spec reports it), starts nothing."""
+    from bridge import julia
+
+    if julia.is_initialized():
+        return
+    try:
+        spec = fortran.resolve_language(parse_file(directory / SPEC_FILE), directory)
+    except Exception:
+        return
+    if not fortran.is_fortran(spec):
+        julia.init(ops=[directory])
 
 
 def declare(directory: Union[str, Path]) -> types.ModuleType:

@@ -24,13 +24,15 @@ import atexit
 import ctypes
 import functools
 import os
+import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from bridge.framework import _lib
 from bridge.platform import ffi_modules, paths
 from . import runtime as julia_runtime
+from . import opimage as julia_opimage
 from . import sysimage as julia_sysimage
 from bridge.framework import errors as _errors
 
@@ -38,8 +40,8 @@ from bridge.framework import errors as _errors
 # imported by the calls that convert values, not here: `import bridge.julia;
 # bridge.julia.init()` then waits for neither (README, "Julia's start").
 
-__all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "is_initialized", "eval", "include",
-           "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
+__all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "image", "is_initialized", "eval",
+           "include", "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
 
 
 def _cdef_text() -> str:
@@ -121,11 +123,20 @@ class JuliaObject:
 _lock = threading.Lock()
 _rt = None          # the runtime's cffi library, once Julia is up
 _pinned: list = []  # libjulia's ctypes handle: never unloaded
+_image: Optional[str] = None  # the system image Julia started from
 
 
-def init() -> None:
-    """Start Julia in this process (idempotent, thread-safe)."""
-    global _rt
+def init(image: Optional[str | os.PathLike] = None, ops: Sequence[str | os.PathLike] = ()) -> None:
+    """Start Julia in this process (idempotent, thread-safe).
+
+    Julia's system image is chosen once, here (README, "Julia's start"):
+    ``image`` (or TFBRIDGE_JULIA_SYSIMAGE=<path>) if it is current, else
+    the newest current image built for the op folders ``ops``
+    (``tfbridge julia build-image --ops``; ``customop.load`` passes its
+    folder), else the image with TFBridge (``make julia-image``), else
+    Julia's own.  A stale image is never used: a line on stderr says so.
+    ``bridge.julia.image()`` tells which one started."""
+    global _rt, _image
     if _rt is not None:
         return
     with _lock:
@@ -138,9 +149,7 @@ def init() -> None:
         config = julia_runtime.julia_config()
         library = julia_runtime.loadable_runtime_library()  # a built op's copy if the cache has none
         bridge_jl = paths.julia_dir() / "TFBridge.jl"
-        # The image with TFBridge built in, where `make setup` built it for
-        # these sources; else Julia's own, and the runtime includes bridge_jl.
-        image = str(julia_sysimage.current_image(config) or config.image)
+        image = _choose_image(config, image, ops)
         _absolute_extra_depot()
         _lib.load()
         # Kernels that run before init (or in child processes) start Julia
@@ -162,6 +171,7 @@ def init() -> None:
             raise JuliaError(f"Julia {config.version} ({config.executable}) could not be initialised: "
                              f"{_ffi.string(err).decode(errors='replace')}")
         rt.tfjl_ensure_sigint_hook()  # Ctrl-C abandons Julia calls (install_interrupt_handler)
+        _image = image
         _rt = rt
         atexit.register(_drain_at_exit)
     # Julia's threads compile their serving loop once started: a call through
@@ -169,6 +179,37 @@ def init() -> None:
     # nothing else) could crash in LLVM's static destructors, run while
     # Julia's thread was still compiling.
     eval("nothing")
+
+
+def _choose_image(config, image, ops) -> str:
+    """The system image to start from (see ``init``); notes a stale one on stderr."""
+    if julia_sysimage.disabled():
+        return config.image
+    explicit = image or os.environ.get(julia_sysimage.DISABLE_VARIABLE, "").strip()
+    if str(explicit).lower() in ("1", "yes", "true", "on"):
+        explicit = None  # the default choice, said explicitly
+    note = ""
+    if explicit:
+        path = Path(explicit).expanduser().resolve()
+        note = julia_opimage.check_explicit(path, config)
+        if note is None:
+            return str(path)
+        note = (f"tf-julia-bridge: not using the system image {path}: {note}; "
+                "Julia starts from the image with TFBridge")
+    else:
+        chosen, note = julia_opimage.choose([Path(f) for f in ops], config)
+        if chosen is not None:
+            return str(chosen)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    # The image with TFBridge built in, where `make setup` built it for
+    # these sources; else Julia's own, and the runtime includes TFBridge.jl.
+    return str(julia_sysimage.current_image(config) or config.image)
+
+
+def image() -> Optional[str]:
+    """The system image Julia started from in this process, None before ``init``."""
+    return _image
 
 
 #: How long an exiting process waits for abandoned Julia calls to finish.
