@@ -277,8 +277,7 @@ def _filled(value: Any, kind: str, shape_value: Any, dtype: Any, name: Optional[
             shape_value = constant(np.array(dims, np.int64 if big else np.int32), name="shape_as_tensor")
         if shape_value.shape.unknown_rank or len(shape_value.shape) == 0:
             shape_value = _ops().reshape(shape_value, [-1])
-        out = _ops().fill(shape_value, constant(fill, dtype, name="Const"), name=scope)
-        return out
+        return _ops().fill(shape_value, constant(fill, dtype, name="Const"), name=scope)
 
 
 def zeros(shape: Any, dtype: Any = dtypes.float32, name: Optional[str] = None) -> Output:
@@ -311,8 +310,7 @@ def zeros_like(input: Any, dtype: Any = None, name: Optional[str] = None) -> Out
 
 def ones_like(input: Any, dtype: Any = None, name: Optional[str] = None) -> Output:  # noqa: A002
     """``tf.ones_like``: ones of ``input``'s shape (and dtype, unless ``dtype``)."""
-    out = _like("ones", "ones_like", input, dtype, name)
-    return out
+    return _like("ones", "ones_like", input, dtype, name)
 
 
 def expand_dims(input: Any, axis: Any, name: Optional[str] = None) -> Output:  # noqa: A002

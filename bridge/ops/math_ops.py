@@ -29,22 +29,6 @@ def _ops() -> Any:
     return ops
 
 
-def _rank(x: Output) -> Output:
-    """``tf.rank(x)``: a Const named "Rank" where the rank is known, else a Rank op."""
-    with get_default_graph().name_scope("Rank") as scope:
-        if not x.shape.unknown_rank:
-            return constant(np.int32(len(x.shape)), dtypes.int32, name=scope)
-        return _ops().rank(x, name=scope)
-
-
-def _range_to(limit: Output) -> Output:
-    """``tf.range(0, limit)`` for an int32 ``limit``, as math_ops.range names it."""
-    with get_default_graph().name_scope("range") as scope:
-        start = constant(np.int32(0), dtypes.int32, name="start")
-        delta = constant(np.int32(1), dtypes.int32, name="delta")
-        return _ops().range(start, limit, delta, name=scope)
-
-
 def _reduction_dims(x: Output, axis: Any) -> Any:
     """TF's ``_ReductionDims``: ``axis`` as given, else every dimension: a
     Const where the rank is known and not 0, else ``range(0, rank(x))``."""
@@ -52,7 +36,8 @@ def _reduction_dims(x: Output, axis: Any) -> Any:
         return axis
     if not x.shape.unknown_rank and len(x.shape):
         return constant(np.arange(len(x.shape), dtype=np.int32))
-    return _range_to(_rank(x))
+    from bridge.ops.array_ops import rank
+    return range(0, rank(x))
 
 
 def _axis(axis: Any, reduction_indices: Any) -> Any:
