@@ -143,7 +143,6 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     from bridge import julia
 
     directory = Path(directory).resolve()
-    _start_julia_for(directory)
     # The spec is parsed once, here; names loaded ops took are refused before
     # the build, and outputs the Julia file rebinds (a parse: none of its code
     # runs) before a compile, or where the op is cached, after finding it (Julia
@@ -151,12 +150,17 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     assignments_checked = []
 
     def before_compiling(spec: OpSpec) -> None:
+        _start_julia_for(directory)
         _check_output_assignments(spec, directory)
         assignments_checked.append(True)
     spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory),
                                before_compiling=before_compiling)
     if fortran.is_fortran(spec):  # no Julia: the kernels call the Fortran directly
         return _load_library(spec, library)
+    # Julia starts after the build, which registered the runtime copy a built
+    # op carries (a read-only cache may hold no runtime), and before anything
+    # of the load runs Julia.
+    _start_julia_for(directory)
     source = directory / julia_file_name(spec)
     if not source.is_file():
         raise FileNotFoundError(f"{source} not found: op {spec.name} expects its Julia functions "
@@ -191,8 +195,9 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
 def _start_julia_for(directory: Path) -> None:
     """Start Julia, unless it has started, from a system image built for this
     op where one is current (bridge.julia.opimage, README "Julia's start"):
-    before anything of the load runs Julia (its checks do).  A Fortran op, or
-    a spec that does not parse (build_spec reports it), starts nothing."""
+    before anything of the load runs Julia (its checks do), after the build
+    found the op's library.  A Fortran op, or a spec that does not parse
+    (build_spec reports it), starts nothing."""
     from bridge import julia
 
     if julia.is_initialized():
