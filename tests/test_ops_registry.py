@@ -138,7 +138,7 @@ def test_module_bookkeeping(ops) -> None:
 # use of a bridge.ops function generates a module for 1,900 ops).  The package
 # bridge.ops itself is light: its functions load on first use.
 OP_LAYER = ("bridge.ops._generated", "bridge.ops.opgen", "bridge.framework.opdef", "bridge.ops.op_helpers",
-            "bridge.ops.op_library", "bridge.ops.array_ops")
+            "bridge.ops.op_library", "bridge.ops.array_ops", "bridge.ops.math_ops", "bridge.ops.namespaces")
 
 
 def test_import_bridge_does_not_import_ops() -> None:
