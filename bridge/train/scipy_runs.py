@@ -117,13 +117,7 @@ class MinimizeRuns:
         run = self._fetch_run
         if run is None:
             return self._run_fetch(*self.base_values, *self.opt._read_values(x))
-        values = self.base_values
-        for i in self._refed:
-            run.feed(i, values[i])
-        k = len(values)
-        for value in self.opt._read_values(x):
-            run.write(k, value)
-            k += 1
+        self._fill(run, x)
         out = run.run()
         return out if self.fused else (out,)
 
@@ -133,6 +127,12 @@ class MinimizeRuns:
         p = np.asarray(p, dtype=np.float64)
         if run is None:
             return np.array(self.run_hessp(*self.base_values, *self.opt._read_values(x), p), dtype=np.float64)
+        run.write(self._fill(run, x), p)
+        return run.run()
+
+    def _fill(self, run: Any, x: np.ndarray) -> int:
+        """Feed ``run`` the re-fed base values and write the variables' values at
+        ``x``; returns the index of the next feed."""
         values = self.base_values
         for i in self._refed:
             run.feed(i, values[i])
@@ -140,8 +140,7 @@ class MinimizeRuns:
         for value in self.opt._read_values(x):
             run.write(k, value)
             k += 1
-        run.write(k, p)
-        return run.run()
+        return k
 
     def assign_all(self, x: np.ndarray) -> None:
         """Assign the float64 vector ``x`` to the variables (one run)."""
