@@ -392,3 +392,33 @@ def test_numpy_defers_to_outputs():
             assert isinstance(y, bridge.Output), type(y)
         with pytest.raises(TypeError):
             np.add(Y, x)  # a ufunc on an Output: refused, never an object array
+
+
+def test_tf_functions_refuse_what_tf_refuses_with_tfs_messages():
+    """The refusals of bridge/ops/math_ops.py and array_ops.py, each with TF's wording."""
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float32, [2, 3], name="x")
+        u = bridge.placeholder(bridge.float32, None, name="u")
+        cases = [
+            (lambda: bridge.reduce_sum(x, 0, reduction_indices=1), ValueError, "Cannot specify both 'axis'"),
+            (lambda: bridge.reduce_sum(x, keepdims=True, keep_dims=True), ValueError, "Cannot specify both 'keepdims'"),
+            (lambda: bridge.matmul(x, x, transpose_a=True, adjoint_a=True), ValueError, "Only one of `transpose_a`"),
+            (lambda: bridge.matmul(x, x, transpose_b=True, adjoint_b=True), ValueError, "Only one of `transpose_b`"),
+            (lambda: bridge.unstack(u), ValueError, "Cannot infer argument `num`"),
+            (lambda: bridge.unstack(x, axis=2), ValueError, "Argument `axis` = 2 not in range [-2, 2)"),
+            (lambda: bridge.stack([x, x], axis=3), ValueError, "Argument `axis` = 3 not in range [-3, 3)"),
+            (lambda: bridge.where(x > 0, x), ValueError, "x and y must both be non-None or both be None"),
+            (lambda: bridge.one_hot([0, 1], 2, on_value=bridge.constant(1.0), dtype=bridge.float64), TypeError,
+             "dtype float32 of on_value does not match dtype parameter float64"),
+            (lambda: bridge.one_hot([0, 1], 2, on_value=1.0, off_value=0), TypeError,
+             "of on_value does not match dtype int32 of off_value"),
+            (lambda: bridge.split(x, bridge.constant(2)), ValueError, "Rank-0 tensors are not supported"),
+            (lambda: bridge.range(bridge.constant(True)), TypeError, "not one of int32"),
+            (lambda: bridge.add_n([]), ValueError, "Inputs must be an iterable of at least one"),
+            (lambda: bridge.math.no_such_function, AttributeError, "tf.math.no_such_function is not in the bridge"),
+        ]
+        for build, kind, message in cases:
+            with pytest.raises(kind) as info:
+                build()
+            assert message in str(info.value), (message, str(info.value))
