@@ -92,7 +92,7 @@ test-quick: setup julia-packages
 	@$(PY) -m pytest -q -rs -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
-# Fuzzing (tests/test_fuzz.py, tests/fuzz/): `make test` runs 2,000 derandomized
+# Fuzzing (tests/customop/test_fuzz.py, tests/fuzz/): `make test` runs 2,000 derandomized
 # examples per property; this runs 10x more with a new random seed each time
 # (printed, with the command that reproduces a failure).  FUZZ_EXAMPLES and
 # FUZZ_SEED (a number, or "random") override.
@@ -100,7 +100,7 @@ FUZZ_EXAMPLES ?= 20000
 FUZZ_SEED     ?= random
 fuzz: setup
 	@TFBRIDGE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) TFBRIDGE_FUZZ_SEED=$(FUZZ_SEED) \
-	$(PY) -m pytest -q -rs -s tests/test_fuzz.py -k "not smoke"; rc=$$?; \
+	$(PY) -m pytest -q -rs -s tests/customop/test_fuzz.py -k "not smoke"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # Each benchmark prints its figure as a ratio to an anchor measured in the same run.
@@ -109,7 +109,7 @@ bench: setup julia-packages
 
 # The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,
 # julia/contract.jl) from its table, bridge/julia/contract.py: run after
-# editing the table (tests/test_contract.py fails until then).
+# editing the table (tests/julia/test_contract.py fails until then).
 contract:
 	@$(PY) -c 'import sys; from bridge.julia import contract; sys.exit(contract.main())'
 

@@ -84,7 +84,7 @@ def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, rati
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
-# The tests' helpers for building custom ops (tests/build_support.py) serve the benchmarks too.
+# The tests' helpers for building custom ops (tests/support/build.py) serve the benchmarks too.
 if str(REPO / "tests") not in sys.path:
     sys.path.append(str(REPO / "tests"))
 
@@ -93,6 +93,6 @@ def julia_op(name: str, spec: str, julia_source: str):
     """Build (or reuse) a Julia custom op for a benchmark under build/bench/,
     and return its generated op module."""
     import bridge
-    from build_support import op_folder
+    from support.build import op_folder
 
     return bridge.customop.load(op_folder(REPO / "build" / "bench", name, spec, julia_source))

@@ -20,7 +20,7 @@ Each worker's Julia start (as its `tfbridge server` ready line reports it)
 is printed: it is part of the user's wait before the first step.
 
 The throughput ratio needs two free cores.  What does not: whether the two
-workers' Julia ops overlap at all.  A second op (tests/build_support.py's
+workers' Julia ops overlap at all.  A second op (tests/support/build.py's
 ``busy_op``) spins for a given wall time; one such 0.3 s op per worker in one
 step against one on one worker: 1.0x means the workers run their Julia
 calls fully in parallel, 2.0x that they took turns.  And the machine's own
@@ -47,8 +47,8 @@ from _common import report  # noqa: E402  (also puts tests/ on sys.path)
 
 import bridge  # noqa: E402
 from bridge import customop, distribute, ops  # noqa: E402
-from build_support import busy_op, op_folder  # noqa: E402
-from cluster_support import local_cluster  # noqa: E402
+from support.build import busy_op, op_folder  # noqa: E402
+from support.cluster import local_cluster  # noqa: E402
 from _common import REPO  # noqa: E402
 
 OP = Path(__file__).resolve().parent / "heat_steps"

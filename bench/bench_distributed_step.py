@@ -4,7 +4,7 @@ stock TensorFlow's distributed runtime (a tf.compat.v1 client,
 `tf.compat.v1.train.Server` processes), same graph, same cluster shape
 (goal: at most 1.0x).
 
-The graph is tests/sync_mlp.py's (and tests/oracle/distributed_training.py's
+The graph is tests/support/sync_mlp.py's (and tests/oracle/distributed_training.py's
 for stock TF): an MLP's variables on the ps, one tower per worker fed its own
 batch of 16, the towers' gradients averaged on the ps, one GradientDescent
 apply; a step is one ``run([loss, train], feed)``.  Both clusters run at once
@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, report  # noqa: E402  (also puts tests/ on sys.path)
 
 from bridge import distribute  # noqa: E402
-from cluster_support import local_cluster  # noqa: E402
-from sync_mlp import build, feed_of, make_case  # noqa: E402
+from support.cluster import local_cluster  # noqa: E402
+from support.sync_mlp import build, feed_of, make_case  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 CALLS = 100

@@ -19,7 +19,7 @@ from _common import per_call_us, report  # noqa: E402  (also puts tests/ on sys.
 
 import bridge  # noqa: E402
 from bridge import distribute  # noqa: E402
-from cluster_support import local_cluster  # noqa: E402
+from support.cluster import local_cluster  # noqa: E402
 
 SIZES_MB = [10, 100]
 

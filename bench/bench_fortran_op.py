@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, checked_runner, interleaved_per_call_us, report  # noqa: E402
-from build_support import op_chain  # noqa: E402  (tests/, put on sys.path by _common)
+from support.build import op_chain  # noqa: E402  (tests/, put on sys.path by _common)
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402

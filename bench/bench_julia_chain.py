@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (ANCHOR_TIMER, checked_runner, interleaved_per_call_us, julia_op,  # noqa: E402
                      report, run_anchor)
-from build_support import op_chain  # noqa: E402  (tests/, put on sys.path by _common)
+from support.build import op_chain  # noqa: E402  (tests/, put on sys.path by _common)
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import julia_op  # noqa: E402
-from build_support import busy_op  # noqa: E402  (tests/, on the path _common sets up)
+from support.build import busy_op  # noqa: E402  (tests/, on the path _common sets up)
 
 import bridge  # noqa: E402
 from bridge import julia  # noqa: E402

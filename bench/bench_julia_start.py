@@ -112,7 +112,7 @@ def _julia() -> float:
 def main() -> None:
     import bridge
     from bridge.julia import opimage, sysimage
-    from build_support import op_folder
+    from support.build import op_folder
     folder = op_folder(REPO / "build" / "bench", "start_twice", SPEC, SOURCE)
     bridge.customop.build(folder)  # built (or found) before any timing; this process starts no Julia
     bridge.customop.build(TWOLAYER)

@@ -4,7 +4,7 @@ tf.compat.v1.train in a graph-mode Session (goal: at most 1.0x).
 Two models, the same graph on both sides (raw ops, the same initial values
 and batches, the batch fed through feed_dict at every step):
 
-- the MLP of tests/test_train_optimizers.py in float64 (8 inputs, 16 tanh
+- the MLP of tests/train/test_optimizers.py in float64 (8 inputs, 16 tanh
   units, 1 output, mean squared error, 64 samples);
 - a small CNN in float32: Conv2D 3x3x1x8 + BiasAdd + Relu, a dense layer to
   10 classes, softmax cross-entropy, on a 28x28x1 batch of 32.

@@ -3,10 +3,11 @@
 1. ``import tensorflow`` is blocked in the pytest process.  This process
    runs the bridge and Julia; importing stock TF next to Julia segfaults or
    hangs (ENVIRONMENT.md, "the LLVM clash").  Stock TF answers questions in a
-   subprocess instead, through ``oracle_client.run_oracle``.  The block lets
+   subprocess instead, through ``support.oracle.run_oracle``.  The block lets
    ``importlib.util.find_spec("tensorflow")`` keep working, since the bridge
    uses it to locate TF's shared libraries without importing the package.
-2. ``tests/`` is put on sys.path so test modules can ``import oracle_client``.
+2. ``tests/`` is put on sys.path so test modules can import the helpers of
+   ``tests/support`` (``from support.build import op_folder``).
 3. Fixtures: ``oracle`` (run_oracle), ``oracle_models`` (make_models'
    manifest, once per session) and ``fixtures_dir`` (its output folder).
 """
@@ -20,14 +21,17 @@ from typing import Callable
 
 import pytest
 
+# The checkout's bridge, whichever one an installed .pth names (pytest's
+# importlib mode puts no rootdir on sys.path), and the tests' helpers.
 TESTS_DIR = Path(__file__).resolve().parent
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
+for _path in (TESTS_DIR.parent, TESTS_DIR):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-import oracle_client  # noqa: E402
+from support.oracle import run_oracle  # noqa: E402
 
 # The oracle scripts import tensorflow: never collect them as tests.
-collect_ignore = ["oracle"]
+collect_ignore = ["oracle", "support"]
 
 _BLOCKED = ("tensorflow", "keras", "tf_keras")
 
@@ -50,7 +54,7 @@ class _TensorFlowImportBlocker(importlib.abc.MetaPathFinder, importlib.abc.Loade
         raise ImportError(
             f"'import {module.__name__}' is not allowed in the test process: it runs the "
             "bridge and Julia, and stock TensorFlow beside Julia crashes (LLVM clash). "
-            "Ask stock TF through oracle_client.run_oracle(...) (a subprocess) instead.")
+            "Ask stock TF through support.oracle.run_oracle(...) (a subprocess) instead.")
 
 
 if not any(isinstance(f, _TensorFlowImportBlocker) for f in sys.meta_path):
@@ -61,14 +65,14 @@ if not any(isinstance(f, _TensorFlowImportBlocker) for f in sys.meta_path):
 
 @pytest.fixture(scope="session")
 def oracle() -> Callable[..., dict]:
-    """``oracle(script_name, request=None, timeout=600) -> dict`` (see oracle_client)."""
-    return oracle_client.run_oracle
+    """``oracle(script_name, request=None, timeout=600) -> dict`` (see tests/support/oracle.py)."""
+    return run_oracle
 
 
 @pytest.fixture(scope="session")
 def oracle_models() -> dict:
     """make_models' manifest: {"tf_version", "out_dir", "models": {...}}."""
-    return oracle_client.run_oracle("make_models")
+    return run_oracle("make_models")
 
 
 @pytest.fixture(scope="session")

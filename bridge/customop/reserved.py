@@ -59,7 +59,7 @@ def julia_name_problem(name: str, kind: str) -> str:
 # ---------------------------------------------------------------- names in generated code
 #
 # Each spec name becomes an identifier of the generated code, so a name is
-# refused exactly where it would break that code (tests/test_customop_names.py
+# refused exactly where it would break that code (tests/customop/test_names.py
 # shows each refused name failing there, and builds and runs ops named with
 # the others):
 #   - an argument names a C++ variable of the kernel (kernel.cc.j2: a Tensor in

@@ -22,7 +22,7 @@ Adding a gradient for a TensorFlow op
     as TensorFlow's is with :class:`RegisterGradient` and the ``_helpers``.
     Such a module imports ``registry`` and ``_helpers`` (and bridge modules
     outside this package), never ``bridge.grad`` itself: that would be an
-    import circle, which ``tests/test_import_graph.py`` rejects.  Only ops
+    import circle, which ``tests/project/test_import_graph.py`` rejects.  Only ops
     TensorFlow's C++ registry lacks (or gets wrong) need one: the walk hands
     every other op to C++ in blocks, and each Python-handled op splits them.
 """

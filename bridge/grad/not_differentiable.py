@@ -2,7 +2,7 @@
 
 Their inputs get no gradient (None), as in TF Python, instead of a
 LookupError where TF's C++ registry does not name them.  The list is TF
-2.21's registry; ``tests/test_grad_parity.py`` checks it against the oracle's.
+2.21's registry; ``tests/grad/test_parity.py`` checks it against the oracle's.
 Imported last by ``bridge.grad``: a family module that registers one of
 these (a gradient op's gradient, say) keeps its registration.
 """

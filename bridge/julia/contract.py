@@ -22,7 +22,7 @@ This module is that agreement.  The Python sides import it; the C++ header
 ``kernels_cpp/include/tfjl/contract.h`` and the Julia file
 ``julia/contract.jl`` are generated from it (checked in; ``make contract``,
 i.e. ``python -m bridge.julia.contract``, rewrites them and
-``tests/test_contract.py`` fails when they differ, or when any side
+``tests/julia/test_contract.py`` fails when they differ, or when any side
 disagrees with the table).  To add a dtype: add a row to ``DTYPES`` and run
 ``make contract`` (kernels_cpp/include/tfjl/CONTRACT.md, "Changing the
 contract", lists the steps for error kinds and ``@attr`` types too).

@@ -6,7 +6,7 @@ The raw ops (``bridge.ops.sum``, ``bridge.ops.mat_mul``) need every input:
 reducing every dimension, ``keepdims``, TF1's ``reduction_indices`` and
 ``keep_dims``, ``transpose_a``/``adjoint_b`` for batches.  Each builds the
 nodes TF Python's ``math_ops.py`` builds, in its order and with its names
-(tests/test_math_ops.py compares the graphs through the oracle), so a graph
+(tests/ops/test_operators.py compares the graphs through the oracle), so a graph
 the bridge writes reads like stock TF's and its gradients are TF's.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ override_binary_operator.py, tensor_getitem_override.py): ``x + 1`` is an
 ``Sub`` "sub" whose 2 is "sub/x", ``a / b`` on int32 casts both to float64
 and divides (``RealDiv``), ``&``/``|``/``^``/``~`` are logical on bool and
 bitwise on integers, ``a @ b`` is ``MatMul`` (``BatchMatMulV2`` beyond rank
-2), ``x[...]`` one ``StridedSlice``.  tests/test_operators.py compares the
+2), ``x[...]`` one ``StridedSlice``.  tests/ops/test_operators.py compares the
 graphs with the ones stock TF builds for the same expressions.
 
 Python values are converted to the tensor's dtype where no value changes

@@ -75,7 +75,7 @@ def imported_modules(module: str, path: Path) -> set[str]:
 @functools.lru_cache(maxsize=None)
 def module_closure(*modules: str) -> tuple[Path, ...]:
     """The source files of ``modules`` and of every bridge module they import, transitively,
-    sorted.  As in the package's import graph (tests/test_import_graph.py), a
+    sorted.  As in the package's import graph (tests/project/test_import_graph.py), a
     package counts where it is named, not where ``bridge.a.b`` runs
     ``bridge/a/__init__.py`` on the way: the package's API, not what the
     generator reads."""

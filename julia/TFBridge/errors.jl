@@ -80,7 +80,7 @@ function failure(e, bt, f)
         t = error_text(e) * method_error_hint(e)   # checks.jl
         # An abandoned call's InterruptException goes to nobody; symbolising
         # its backtrace held up the run after a Ctrl-C by 0.3-0.9 s on a
-        # loaded machine (the stale-interrupt stress, test_julia_interrupts.py).
+        # loaded machine (the stale-interrupt stress, tests/julia/test_interrupts.py).
         b = e isa InterruptException && interrupted() ? "" : backtrace_text(bt)
         isempty(b) ? t : t * "\n" * b
     catch inner

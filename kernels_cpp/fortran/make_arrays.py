@@ -4,7 +4,7 @@ rank 0-4 (Fortran 2008 has no generic over rank, so each is spelled out; every
 one of them calls the type-free code of tf_bridge_core).
 
 Maintainers run ``python kernels_cpp/fortran/make_arrays.py`` after changing
-it; tests/test_fortran_build.py checks that the file is current.  Users never
+it; tests/fortran/test_build.py checks that the file is current.  Users never
 run it: the generated file is part of the sources.
 """
 from __future__ import annotations

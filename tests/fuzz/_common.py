@@ -1,7 +1,7 @@
 """What the fuzz scripts share: command line, hypothesis settings, the
 per-example time limit and the trace of the example being run.
 
-Each fuzz script is a standalone program (tests/test_fuzz.py runs it as a
+Each fuzz script is a standalone program (tests/customop/test_fuzz.py runs it as a
 child process, so that a crash fails one test instead of killing the suite):
 
     python tests/fuzz/fuzz_feeds.py --examples 2000 --derandomize

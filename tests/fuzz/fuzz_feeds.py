@@ -26,7 +26,7 @@ The contract checked (README, "Running a predefined graph"; bridge/framework/ten
 * a refused feed's TypeError names the placeholder, both dtypes and the first
   offending value;
 * after any exception the session still runs;
-* the process never dies (tests/test_fuzz.py runs this script as a child).
+* the process never dies (tests/customop/test_fuzz.py runs this script as a child).
 
 Properties: ``session`` (Session.run), ``tensor`` (bridge.Tensor(value,
 dtype)), ``inferred`` (bridge.Tensor(value), dtype from the value),

@@ -13,7 +13,7 @@ a ``julia_thread`` session).
 The contract checked: a feed of the spec's ranks runs, and every output
 equals what numpy computes from the fed values, exactly; a feed of another
 rank raises InvalidArgumentError or ValueError; after any exception the
-session still runs; the process never dies (tests/test_fuzz.py runs this
+session still runs; the process never dies (tests/customop/test_fuzz.py runs this
 script as a child, under ``LD_PRELOAD=libc_malloc_debug.so.0 MALLOC_CHECK_=3``).
 
 The op is built once into the bridge's cache (``<cache>/fuzz/FuzzJl``), by a

@@ -1,6 +1,6 @@
 """Building a nested build spec (import_check's format) into a graph, the
 same way for stock TensorFlow (the oracle, ``import_check``) and for the
-bridge (``tests/test_scopes.py``): both graph APIs have TF's scope names,
+bridge (``tests/framework/test_scopes.py``): both graph APIs have TF's scope names,
 so only how a node is made differs.  Imports neither TensorFlow nor bridge.
 """
 from __future__ import annotations

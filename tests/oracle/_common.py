@@ -1,6 +1,6 @@
 """Shared plumbing for the oracle scripts (run under stock TensorFlow only).
 
-Every oracle script is started by ``tests/oracle_client.py`` as::
+Every oracle script is started by ``tests/support/oracle.py`` as::
 
     python tests/oracle/<script>.py REQUEST.pkl RESPONSE.pkl OUT_DIR
 

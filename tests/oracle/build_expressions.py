@@ -1,7 +1,7 @@
 """Oracle: the graph stock TensorFlow builds for Python expressions on tensors.
 
 Golden reference for the bridge's tensor operators (``x[1:3]``, ``x < 3``,
-``x // y``, ``a @ b``, ...; tests/test_operators.py).  Each case is built in
+``x // y``, ``a @ b``, ...; tests/ops/test_operators.py).  Each case is built in
 graph mode (TF1-style ``tf.Graph``), inside a name scope of its own, in one
 graph, so that one process answers every case.
 

@@ -1,6 +1,6 @@
 """Oracle: values and gradients of complex functions written in TF ops (graph mode, tf.gradients).
 
-The same functions are Julia ops in tests/test_customop_complex.py; TF's
+The same functions are Julia ops in tests/customop/test_complex.py; TF's
 gradients of the TF-op versions fix the convention the Julia gradient
 functions must follow (TF's for complex: for y = f(z) holomorphic,
 grad_z = grad_y * conj(f'(z))).

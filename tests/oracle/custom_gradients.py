@@ -1,6 +1,6 @@
 """Oracle: stock TensorFlow's values of models with ``tf.custom_gradient``.
 
-The models are tests/custom_gradient_cases.py, written against a small API
+The models are tests/support/custom_gradient_cases.py, written against a small API
 that this script maps to TF (tf.compat.v1 graph mode) and the test maps to
 the bridge.
 
@@ -22,7 +22,7 @@ import tensorflow as tf
 import _common
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import custom_gradient_cases as cases  # noqa: E402
+import support.custom_gradient_cases as cases  # noqa: E402
 
 
 def _api() -> SimpleNamespace:

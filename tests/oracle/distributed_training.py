@@ -1,6 +1,6 @@
 """Oracle: synchronous data-parallel training on stock TensorFlow's own
 distributed runtime (``tf.compat.v1.train.Server`` processes, a tf.compat.v1
-client), for tests/test_distribute_stock_tf.py.
+client), for tests/distribute/test_stock_tf.py.
 
 The cluster is one ps and ``workers`` workers on loopback ports picked here.
 Each server is a child process running this script with ``--serve CLUSTER

@@ -17,7 +17,7 @@ nodes.  Request::
     }, ...]}
 
 The second-order objective is built exactly as the bridge side builds it
-(``tests/grad_cases/__init__.py``): per x with a gradient, ``Sum(Reshape(g *
+(``tests/support/grad_cases/__init__.py``): per x with a gradient, ``Sum(Reshape(g *
 v, [-1]), 0)``, then ``AddN`` over them.
 
 With ``"structural": True`` (a graph without CPU kernels) nothing runs: the

@@ -1,6 +1,6 @@
 """Oracle: nn functions, losses, layers, initializers and seeds under stock TensorFlow.
 
-What ``tests/test_layers.py`` (and test_initializers.py, test_losses.py)
+What ``tests/nn/test_layers.py`` (and tests/nn/test_initializers.py, tests/nn/test_losses.py)
 compare ``bridge.nn``, ``bridge.losses``, ``bridge.layers`` and
 ``bridge.initializers`` with.  Every graph is built in TF1 graph mode
 (``tf.Graph().as_default()``) with the functions TF users call:

@@ -1,6 +1,6 @@
 """Oracle: IndexedSlices gradients (gathers, embedding lookups) with stock TensorFlow.
 
-tests/test_sparse_gradients.py asks two things:
+tests/grad/test_sparse_gradients.py asks two things:
 
 - ``cases``: the bridge builds a graph and sends its GraphDef; this script
   imports it unchanged, runs the initializer ops and differentiates with

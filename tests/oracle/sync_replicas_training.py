@@ -1,11 +1,11 @@
 """Oracle: ``tf.compat.v1.train.SyncReplicasOptimizer`` with
 ``variable_averages`` on stock TensorFlow's own servers, for
-tests/test_distribute_sync_recovery.py.
+tests/distribute/test_sync_recovery.py.
 
 The cluster (one ps, two workers, ``tf.compat.v1.train.Server`` processes
 started by distributed_training.py's ``start_cluster``, killed when this
 process is done) and between-graph training: one client thread per worker,
-each with its own graph, as tests/test_distribute_train.py's
+each with its own graph, as tests/distribute/test_train.py's
 ``worker_graph``: variables ``w`` (3x2), ``b`` (2) and an int64
 ``global_step`` on the ps (``replica_device_setter``), the loss
 ``mean((x @ w + b - y)^2)``, ``GradientDescentOptimizer(learning_rate)``

@@ -1,6 +1,6 @@
 """Oracle: stock TensorFlow's tf.compat.v1.train optimizers, schedules and clipping.
 
-tests/test_train_optimizers.py builds the same model with the bridge's
+tests/train/test_optimizers.py builds the same model with the bridge's
 ``bridge.train`` and compares.  The model is a small MLP on resource
 variables, built from raw ops (MatMul, AddV2, Tanh, Sub, Square, Mean) in a
 tf.compat.v1 graph, trained for ``steps`` steps.  Request (plain data)::

@@ -1,6 +1,6 @@
 // Drives libtfjl_runtime.so from plain C++ (no Python, no TensorFlow):
 // checks results of direct, handed-over and concurrent calls and prints the
-// per-call cost of each path.  Used by tests/test_runtime_threads.py.
+// per-call cost of each path.  Used by tests/julia/test_runtime_threads.py.
 //
 //   bench_runtime <bindir> <image> <TFBridge.jl> [calls]
 // Prints lines "<name> <microseconds per call>" ("_noop": a function that does

@@ -1,4 +1,4 @@
-// Hand-written TensorFlow ops over tfjl/kernel.h, for tests/test_runtime_threads.py.
+// Hand-written TensorFlow ops over tfjl/kernel.h, for tests/julia/test_runtime_threads.py.
 // Each op names its Julia function in the `fn` attribute, so one op type
 // serves many independent test functions.
 //
