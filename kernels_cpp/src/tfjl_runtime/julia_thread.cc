@@ -67,17 +67,6 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until `flag` is set or the poll time (poll_time()) has passed.
-void poll_for(const std::atomic<bool>& flag) {
-  static const std::chrono::nanoseconds poll = poll_time();
-  if (poll.count() == 0 || flag.load(std::memory_order_acquire)) return;
-  const auto until = std::chrono::steady_clock::now() + poll;
-  for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
-    cpu_relax();
-    if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= until) return;
-  }
-}
-
 // The Julia thread this thread is (0-based, as jl_threadid()), set when it
 // starts serving; -1 elsewhere.  Read only off the hot path.
 thread_local int t_julia_tid = -1;
@@ -101,6 +90,17 @@ __attribute__((visibility("default"))) std::atomic<int64_t> tfjl_interrupted_cal
 
 namespace tfjl {
 namespace detail {
+
+// Spins until `flag` is set or the poll time (poll_time()) has passed.
+void poll_for(const std::atomic<bool>& flag) {
+  static const std::chrono::nanoseconds poll = poll_time();
+  if (poll.count() == 0 || flag.load(std::memory_order_acquire)) return;
+  const auto until = std::chrono::steady_clock::now() + poll;
+  for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
+    cpu_relax();
+    if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= until) return;
+  }
+}
 
 JuliaThread& JuliaThread::instance() {
   static JuliaThread* const self = new JuliaThread();  // deliberately leaked, see header
