@@ -185,6 +185,27 @@ def test_forward_matches_numpy_with_named_dims_attrs_and_every_dtype(mix):
                     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12, err_msg=name)
 
 
+
+def test_recycled_output_buffers_never_back_two_live_tensors(mix):
+    """Small outputs come from per-size free lists (kernels_cpp/README.md,
+    "Output buffers"): a buffer goes back to its list only when TF frees its
+    tensor.  Results of 300 runs of sizes that share lists, all kept alive
+    while later runs reuse freed buffers, each still hold their own values."""
+    rng = np.random.default_rng(11)
+    g, ph, outs = _graph(mix)
+    kept = []
+    with bridge.Session(g) as sess:
+        for i in range(300):
+            m, n = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+            values = _inputs(rng, m, n)
+            got = sess.run([outs[0], outs[5]], dict(zip(ph, values)))
+            if i % 3:
+                kept.append((values, got))  # the others are dropped at once: their buffers are reused
+    for values, (y, rr) in kept:
+        want = _reference(*values)
+        np.testing.assert_array_equal(y, want[0])
+        np.testing.assert_array_equal(rr, want[5])
+
 def test_loading_and_running_a_fortran_op_starts_no_julia(mix):
     """The module's ops load and run without Julia: its kernels call the Fortran directly.
     In a fresh process, as other tests of this one start Julia."""
