@@ -185,27 +185,6 @@ def test_forward_matches_numpy_with_named_dims_attrs_and_every_dtype(mix):
                     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12, err_msg=name)
 
 
-
-def test_recycled_output_buffers_never_back_two_live_tensors(mix):
-    """Small outputs come from per-size free lists (kernels_cpp/README.md,
-    "Output buffers"): a buffer goes back to its list only when TF frees its
-    tensor.  Results of 300 runs of sizes that share lists, all kept alive
-    while later runs reuse freed buffers, each still hold their own values."""
-    rng = np.random.default_rng(11)
-    g, ph, outs = _graph(mix)
-    kept = []
-    with bridge.Session(g) as sess:
-        for i in range(300):
-            m, n = int(rng.integers(1, 9)), int(rng.integers(1, 9))
-            values = _inputs(rng, m, n)
-            got = sess.run([outs[0], outs[5]], dict(zip(ph, values)))
-            if i % 3:
-                kept.append((values, got))  # the others are dropped at once: their buffers are reused
-    for values, (y, rr) in kept:
-        want = _reference(*values)
-        np.testing.assert_array_equal(y, want[0])
-        np.testing.assert_array_equal(rr, want[5])
-
 def test_loading_and_running_a_fortran_op_starts_no_julia(mix):
     """The module's ops load and run without Julia: its kernels call the Fortran directly.
     In a fresh process, as other tests of this one start Julia."""
@@ -319,12 +298,7 @@ def test_eight_threads_at_once_give_right_results(mix, seconds):
             want = _reference(*values)
             where = f"thread {t}, m={m}, n={n}"
             np.testing.assert_allclose(got_y, want[0], rtol=1e-12, err_msg=where)
-            # r is a dot product, summed in another order than numpy's: each is
-            # within n * eps * sum|x_i w_i| of the exact value, which a relative
-            # tolerance misses where the sum cancels (thread 0's 138th call:
-            # 6.408316884662923e-04 against numpy's 6.40831688464434e-04).
-            bound = 2 * n * np.finfo(np.float64).eps * (np.abs(values[0]) @ np.abs(values[1]))
-            assert np.all(np.abs(got_r - want[1]) <= bound), (where, got_r, want[1], bound)
+            np.testing.assert_allclose(got_r, want[1], rtol=1e-12, err_msg=where)
             np.testing.assert_allclose(got_gx, np.broadcast_to(values[1], (m, n)), rtol=1e-12, err_msg=where)
         run_threads_for(step, 8, seconds, seed=100)
 
@@ -437,3 +411,24 @@ def test_language_directive_and_folder_detection(tmp_path):
     assert fortran.resolve_language(plain, tmp_path).language == "fortran"
     (tmp_path / "ft_lang.jl").write_text("")                               # both files: Julia, unless @language
     assert fortran.resolve_language(plain, tmp_path).language == ""
+
+
+def test_recycled_output_buffers_never_back_two_live_tensors(mix):
+    """Small outputs come from per-size free lists (kernels_cpp/README.md,
+    "Output buffers"): a buffer goes back to its list only when TF frees its
+    tensor.  Results of 300 runs of sizes that share lists, all kept alive
+    while later runs reuse freed buffers, each still hold their own values."""
+    rng = np.random.default_rng(11)
+    g, ph, outs = _graph(mix)
+    kept = []
+    with bridge.Session(g) as sess:
+        for i in range(300):
+            m, n = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+            values = _inputs(rng, m, n)
+            got = sess.run([outs[0], outs[5]], dict(zip(ph, values, strict=True)))
+            if i % 3:
+                kept.append((values, got))  # the others are dropped at once: their buffers are reused
+    for values, (y, rr) in kept:
+        want = _reference(*values)
+        np.testing.assert_array_equal(y, want[0])
+        np.testing.assert_array_equal(rr, want[5])
