@@ -16,11 +16,13 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
 # Rounds of alternating modes per bench (their median is the figure); BENCH_ROUNDS overrides.
@@ -284,6 +286,49 @@ class AnchorProcess:
         self.close()
 
 
+#: What report (and check_goal) print for a figure that misses its goal.
+MISSED = "GOAL MISSED:"
+
+_UNIT = r"(x|s|ms|us|µs|%)"
+_GOAL = re.compile(rf"^\s*(<=|<|>=|>)\s*([0-9]*\.?[0-9]+)\s*{_UNIT}?\s*(?:$|[,;(])")
+#: A printed figure with its goal: "  <label> <value>[unit]   (goal: <goal>)".
+_FIGURE = re.compile(rf"^\s*(?P<label>\S.*?)\s+(?P<value>-?[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(?P<unit>{_UNIT})?"
+                     r"\s+\(goal: (?P<goal>[^)]*)\)")
+
+
+def goal_met(value: float, goal: str, unit: str | None = "x") -> bool | None:
+    """Whether ``value`` (in ``unit``) meets ``goal`` ("<= 1.2x", "< 1x", ">= 1.8x, with 2 cores
+    free", "<= 0.5", "<= 50 ms"), or None where the goal is no comparison with a number
+    ("about 1x", "report only") or is in another unit than the value."""
+    match = _GOAL.match(goal)
+    if match is None:
+        return None
+    want_unit = match[3] or "x"
+    if want_unit != (unit or "x"):
+        return None
+    bound = float(match[2])
+    return {"<=": value <= bound, "<": value < bound, ">=": value >= bound, ">": value > bound}[match[1]]
+
+
+def check_goal(name: str, value: float, goal: str, unit: str | None = "x") -> bool | None:
+    """goal_met, and a line saying so when the figure misses its goal."""
+    met = goal_met(value, goal, unit)
+    if met is False:
+        print(f"  {MISSED} {name} = {value:.3f}{unit or ''}, goal {goal}", flush=True)
+    return met
+
+
+def missed_goals(output: str) -> list[str]:
+    """The figures a bench's output printed with "(goal: ...)" that miss it (what
+    `make bench-check` fails on, whether or not the bench printed them through report)."""
+    misses = []
+    for line in output.splitlines():
+        figure = _FIGURE.match(line)
+        if figure and goal_met(float(figure["value"]), figure["goal"], figure["unit"]) is False:
+            misses.append(f"{figure['label']} = {figure['value']}{figure['unit'] or ''}, goal {figure['goal']}")
+    return misses
+
+
 def load_average() -> str:
     """The machine's load (1, 5, 15 minutes) and core count, for the report:
     figures measured on a shared machine say how shared it was."""
@@ -301,8 +346,10 @@ def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, rati
 
     A row's value or the ratio may be a :class:`Figure` (the median of
     alternating rounds): its spread follows on the same row, or on the next
-    line for the ratio, whose line keeps the form ``name value x (goal: ...)``.
-    ``unit``: the headline's, when it is not a ratio (" us" for a difference)."""
+    line for the ratio, whose line keeps the form ``name value x (goal: ...)``
+    (what `make bench-check` reads: missed_goals), checked here on the median
+    (check_goal).  ``unit``: the headline's, when it is not a ratio (" us" for
+    a difference)."""
     print(f"{title}   ({load_average()})")
     for label, value, row_unit in rows:
         spread = f"   {value.describe()}" if isinstance(value, Figure) and len(value.samples) > 1 else ""
@@ -310,12 +357,22 @@ def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, rati
     print(f"  {ratio_name:<48s} {ratio:12.3f}{unit}   (goal: {goal})")
     if isinstance(ratio, Figure) and len(ratio.samples) > 1:
         print(f"  {'':<48s} {'':12s}    median of paired rounds {ratio.describe(3, unit.strip())}")
+    check_goal(ratio_name, ratio, goal, unit.strip() or "x")
 
 
 def ratio_line(label: str, value: float, note: str = "", digits: int = 3, unit: str = "x") -> None:
     """One more ratio (or figure) under a report, with its spread when it is a Figure."""
     spread = f"   {value.describe(digits, unit)}" if isinstance(value, Figure) and len(value.samples) > 1 else ""
     print(f"  {label:<48s} {value:12.{digits}f}{unit}{note}{spread}")
+
+
+def main(argv: list[str]) -> int:
+    """``python bench/_common.py LOG...``: list the goals the benches' logs missed; exit 1 if any."""
+    misses = [f"{Path(log).stem}: {miss}" for log in argv for miss in missed_goals(Path(log).read_text())]
+    for miss in misses:
+        print(f"{MISSED} {miss}")
+    print(f"{len(misses)} goal(s) missed" if misses else "every figure with a goal meets it")
+    return 1 if misses else 0
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -331,3 +388,7 @@ def julia_op(name: str, spec: str, julia_source: str):
     from support.build import op_folder
 
     return bridge.customop.load(op_folder(REPO / "build" / "bench", name, spec, julia_source))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
