@@ -12,7 +12,10 @@ serialized ``Summary`` protobuf); ``merge_all`` joins the ones of a graph;
 """
 from __future__ import annotations
 
-from .summary_ops import SUMMARIES, histogram, merge, merge_all, scalar
+from .summary_ops import (SUMMARIES, audio, figures_to_array, histogram, image, merge, merge_all, plugin_metadata,
+                          scalar, tensor_summary, text)
+from . import hparams
 from .writer import FileWriter
 
-__all__ = ["SUMMARIES", "FileWriter", "histogram", "merge", "merge_all", "scalar"]
+__all__ = ["SUMMARIES", "FileWriter", "hparams", "audio", "figures_to_array", "histogram", "image", "merge", "merge_all",
+           "plugin_metadata", "scalar", "tensor_summary", "text"]

@@ -12,6 +12,12 @@ Request ``{"mode": "write", "scalars": [(tag, step, value)]}``: TF's
 ``tf.compat.v1.summary.FileWriter`` writes the scalars, each through a
 ``tf.compat.v1.summary.scalar`` op named by the tag; the response is
 ``{"data": bytes, "tags": [str]}`` (the file, and the tags TF gave).
+
+Request ``{"mode": "summaries", "cases": [(kind, name, value, kwargs)]}``:
+TF1's ``tf.compat.v1.summary.<kind>(name, tf.constant(value), **kwargs)``
+(kind: image, audio, text, scalar, histogram) in one graph; the response is
+``{"summaries": [bytes], "nodes": [(name, op type)]}``: each op's serialized
+Summary, and the graph's nodes in creation order.
 """
 from __future__ import annotations
 
@@ -72,8 +78,23 @@ def _write(request: dict, out_dir: Path) -> dict:
     return {"data": Path(path).read_bytes(), "tags": tags}
 
 
+def _summaries(request: dict, out_dir: Path) -> dict:
+    graph = tf1.Graph()
+    with graph.as_default():
+        ops = []
+        for kind, name, value, kwargs in request["cases"]:
+            kwargs = dict(kwargs)
+            if "sample_rate" in kwargs:   # TF converts a Python float with this name
+                kwargs["sample_rate"] = float(kwargs["sample_rate"])
+            ops.append(getattr(tf1.summary, kind)(name, tf.constant(value), **kwargs))
+        with tf1.Session(graph=graph, config=_common.SESSION_CONFIG) as sess:
+            values = sess.run(ops)
+    return {"summaries": [bytes(v) for v in values],
+            "nodes": [(n.name, n.op) for n in graph.as_graph_def().node]}
+
+
 def handle(request: dict, out_dir: Path) -> dict:
-    return _read(request, out_dir) if request["mode"] == "read" else _write(request, out_dir)
+    return {"read": _read, "write": _write, "summaries": _summaries}[request["mode"]](request, out_dir)
 
 
 if __name__ == "__main__":
