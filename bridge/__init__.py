@@ -35,6 +35,8 @@ _LAZY = {
     "reset_default_graph": ("bridge.framework.graph", "reset_default_graph"),
     "Session": ("bridge.framework.session", "Session"),
     "SessionConfig": ("bridge.framework.session", "SessionConfig"),
+    "RunOptions": ("bridge.framework.run_metadata", "RunOptions"),
+    "RunMetadata": ("bridge.framework.run_metadata", "RunMetadata"),
     "SavedModel": ("bridge.saved_model", "SavedModel"),
     "Signature": ("bridge.saved_model", "Signature"),
     "load_saved_model": ("bridge.saved_model", "load_saved_model"),

@@ -156,7 +156,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory),
                                before_compiling=before_compiling)
     if fortran.is_fortran(spec):  # no Julia: the kernels call the Fortran directly
-        return _load_library(spec, library)
+        return _load_library(spec, library, directory)
     # Julia starts after the build, which registered the runtime copy a built
     # op carries (a read-only cache may hold no runtime), and before anything
     # of the load runs Julia.
@@ -185,11 +185,25 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     if check_functions:
         checks.check_functions(spec, source)
     module = bridge.load_op_library(library)
+    _describe(spec, directory)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
     if compiled is not None:
         _register_entries(*compiled)
     return module
+
+
+def _describe(spec: OpSpec, directory: Path) -> None:
+    """What TensorBoard's graph shows on the op's nodes (``op_library.describe_op``):
+    its spec, language, folder, source file and function."""
+    from bridge.ops.op_library import describe_op
+
+    language = "fortran" if fortran.is_fortran(spec) else "julia"
+    source = directory / (fortran.source_file_name(spec) if language == "fortran" else julia_file_name(spec))
+    common = {"_tfbridge_language": language, "_tfbridge_folder": str(directory), "_tfbridge_file": str(source),
+              "_tfbridge_spec": spec.source or (directory / SPEC_FILE).read_text(encoding="utf-8")}
+    describe_op(spec.name, {**common, "_tfbridge_function": spec.forward})
+    describe_op(f"{spec.name}Grad", {**common, "_tfbridge_function": spec.backward})
 
 
 def _start_julia_for(directory: Path) -> None:
@@ -221,15 +235,16 @@ def declare(directory: Union[str, Path]) -> types.ModuleType:
 
     directory = Path(directory).resolve()
     spec, library = build_spec(directory)
-    return _load_library(spec, library)
+    return _load_library(spec, library, directory)
 
 
-def _load_library(spec: OpSpec, library: Path) -> types.ModuleType:
+def _load_library(spec: OpSpec, library: Path, directory: Path) -> types.ModuleType:
     """Load a built op's library (no Julia code) and register its gradient."""
     import bridge
 
     _check_names_are_free(spec, library)
     module = bridge.load_op_library(library)
+    _describe(spec, directory)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
     return module

@@ -164,7 +164,7 @@ class Session:
         self._julia_runs: dict = {}
 
     def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None,
-            timeout: Optional[float] = None) -> Any:
+            timeout: Optional[float] = None, run_metadata: Any = None) -> Any:
         """Run the graph and return the fetched values in the shape of ``fetches``.
 
         Fetches are Outputs, Operations (fetched as None), names ("op:0" for
@@ -182,14 +182,16 @@ class Session:
         ``timeout`` (seconds) sets RunOptions.timeout_in_ms: past it the run
         raises DeadlineExceededError, abandoning the Julia ops still running
         (README, "Interrupts and deadlines").  Ctrl-C during a run raises
-        KeyboardInterrupt the same way.  ``run_options``: serialized
-        RunOptions.
+        KeyboardInterrupt the same way.  ``run_options``: a
+        :class:`~bridge.RunOptions` or serialized RunOptions.
+        ``run_metadata``: a :class:`~bridge.RunMetadata` the run fills (the
+        kernels' step stats where ``run_options`` asked for a trace).
         """
         keys, values = expand_feeds(feed_dict)
         self._enter_run()
         try:
             plan = self._plan(fetches, keys)
-            return self._execute(plan, values, run_options, timeout)
+            return self._execute(plan, values, run_options, timeout, run_metadata)
         finally:
             self._leave_run()
 
@@ -210,14 +212,15 @@ class Session:
         n = plan.n_in
         enter, leave = self._enter_run, self._leave_run
 
-        def call(*values: Any, run_options: Optional[bytes] = None, timeout: Optional[float] = None) -> Any:
+        def call(*values: Any, run_options: Optional[bytes] = None, timeout: Optional[float] = None,
+                 run_metadata: Any = None) -> Any:
             if len(values) != n:
                 raise TypeError(f"this callable feeds {n} tensor(s) "
                                 f"({', '.join(t.name for t in plan.feed_outputs) or 'none'}), got {len(values)} "
                                 "value(s)")
             enter()
             try:
-                return self._execute(plan, values, run_options, timeout)
+                return self._execute(plan, values, run_options, timeout, run_metadata)
             finally:
                 leave()
         return call
@@ -255,8 +258,13 @@ class Session:
                 self._runs_over.notify_all()
 
     def _execute(self, plan: RunPlan, values: Iterable[Any], run_options: Optional[bytes],
-                 timeout: Optional[float]) -> Any:
+                 timeout: Optional[float], run_metadata: Any = None) -> Any:
         n_in, n_out, n_tg = plan.n_in, plan.n_out, plan.n_tg
+        if run_options is not None and not isinstance(run_options, (bytes, bytearray)):
+            run_options = run_options.SerializeToString()   # a RunOptions
+        if run_metadata is not None and self._runner is not None:
+            raise NotImplementedError("Session.run: run_metadata is not collected in a julia_thread session "
+                                      "(its runs go through Julia's thread): trace in a default session")
         c_in_vals = ffi.new(C.tensor_ptr_array, n_in or 1)
         held = []
         for i, value in enumerate(values):
@@ -290,8 +298,15 @@ class Session:
             opts.data, opts.length = raw, len(run_options)
         if self._runner is None:
             s = status()
-            lib.TF_SessionRun(self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg,
-                              n_tg, ffi.NULL, s.ptr)
+            meta = lib.TF_NewBuffer() if run_metadata is not None else ffi.NULL
+            try:
+                lib.TF_SessionRun(self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out,
+                                  plan.c_tg, n_tg, meta, s.ptr)
+                if meta != ffi.NULL and not lib.TF_GetCode(s.ptr):
+                    run_metadata.ParseFromString(ffi.unpack(ffi.cast("char *", meta.data), meta.length))
+            finally:
+                if meta != ffi.NULL:
+                    lib.TF_DeleteBuffer(meta)
         else:
             s = self._run_on_julia_thread(opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
                                           raw if run_options else None, _timeout_of(run_options))

@@ -88,6 +88,11 @@ def _var_key(var: Variable) -> tuple:
     return (var.graph, var.name)
 
 
+#: Graph collection of (train op, its optimizer's learning-rate tensor) pairs, one per
+#: apply_gradients: what train_loop(summary_dir=) logs as the learning rate.
+LEARNING_RATES = "bridge.train.learning_rates"
+
+
 class Optimizer:
     """Base class of the optimizers (``tf.compat.v1.train.Optimizer``).
 
@@ -233,6 +238,9 @@ class Optimizer:
         train_ops = graph.collections.setdefault("train_op", [])
         if train_op not in train_ops:
             train_ops.append(train_op)
+        learning_rate = self._learning_rate_output()
+        if learning_rate is not None:   # what train_loop(summary_dir=) logs for this train op
+            graph.collections.setdefault(LEARNING_RATES, []).append((train_op, learning_rate))
         return train_op
 
     def get_slot(self, var: Variable, name: str) -> Optional[Variable]:
@@ -258,6 +266,10 @@ class Optimizer:
 
     def _prepare(self) -> None:
         """Make the hyperparameter tensors, inside the optimizer's name scope."""
+
+    def _learning_rate_output(self) -> Optional[Output]:
+        """The learning-rate tensor ``_prepare`` made (None for an optimizer without one)."""
+        return getattr(self, "_learning_rate_tensor", None)
 
     def _resource_apply_dense(self, grad: Output, var: Variable) -> Operation:
         raise NotImplementedError()

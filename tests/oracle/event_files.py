@@ -6,6 +6,8 @@ checks every record's CRCs)::
 
     {"events": [{"wall_time": float, "step": int, "file_version": str,
                  "graph_nodes": [str] | None,          # the GraphDef's node names, parsed by TF
+                 "graph_attrs": {node: {key: str}},    # its nodes' string attributes named _tfbridge_*
+                 "run_metadata": (tag, [node names in its step stats]) | None,
                  "values": [(tag, "simple_value", float) | (tag, "histo", dict)]}]}
 
 Request ``{"mode": "write", "scalars": [(tag, step, value)]}``: TF's
@@ -36,11 +38,18 @@ def _read(request: dict, out_dir: Path) -> dict:
     path.write_bytes(request["data"])
     events = []
     for event in tf1.train.summary_iterator(str(path)):
-        graph_nodes = None
+        graph_nodes, graph_attrs, run_metadata = None, {}, None
         if event.graph_def:
             graph_def = tf1.GraphDef()
             graph_def.ParseFromString(event.graph_def)
             graph_nodes = [n.name for n in graph_def.node]
+            graph_attrs = {n.name: {k: v.s.decode() for k, v in n.attr.items() if k.startswith("_tfbridge_")}
+                           for n in graph_def.node if any(k.startswith("_tfbridge_") for k in n.attr)}
+        if event.HasField("tagged_run_metadata"):
+            meta = tf1.RunMetadata()
+            meta.ParseFromString(event.tagged_run_metadata.run_metadata)
+            run_metadata = (event.tagged_run_metadata.tag,
+                            sorted({n.node_name for d in meta.step_stats.dev_stats for n in d.node_stats}))
         values = []
         for value in event.summary.value:
             kind = value.WhichOneof("value")
@@ -55,7 +64,8 @@ def _read(request: dict, out_dir: Path) -> dict:
             else:
                 values.append((value.tag, str(kind), None))
         events.append({"wall_time": event.wall_time, "step": event.step, "file_version": event.file_version,
-                       "graph_nodes": graph_nodes, "values": values})
+                       "graph_nodes": graph_nodes, "graph_attrs": graph_attrs, "run_metadata": run_metadata,
+                       "values": values})
     return {"events": events}
 
 

@@ -191,3 +191,34 @@ def test_summary_arguments_are_checked():
             summary.image("x", np.zeros((1, 2, 2, 1), np.uint8), max_outputs=0)
         with pytest.raises(ValueError, match="'t': expected tensor Const:0 to have dtype string, got float32"):
             summary.text("t", bridge.constant(1.0))
+
+
+def test_run_metadata_and_python_scalars_reach_tensorflows_reader(tmp_path):
+    """A FULL_TRACE run fills RunMetadata with the kernels' step stats;
+    add_run_metadata writes it where TF's reader (and TensorBoard) finds it;
+    add_scalar writes a value computed in Python as a ScalarSummary would."""
+    g, x, w, _, merged = _graph()
+    meta = bridge.RunMetadata()
+    assert not meta.has_step_stats
+    with bridge.Session(g) as sess, summary.FileWriter(tmp_path) as writer:
+        sess.run(merged, {x: 1.0, w: np.ones(6, np.float32)},
+                 run_options=bridge.RunOptions(trace_level=bridge.RunOptions.FULL_TRACE), run_metadata=meta)
+        assert meta.has_step_stats
+        writer.add_run_metadata(meta, "step 7", global_step=7)
+        writer.add_scalar("python/loss", 0.125, global_step=8)
+        plain = bridge.RunMetadata()
+        sess.run(merged, {x: 1.0, w: np.ones(6, np.float32)}, run_metadata=plain)
+        assert not plain.has_step_stats   # no trace asked for
+    events = run_oracle("event_files", {"mode": "read", "data": writer.path.read_bytes()})["events"]
+    tag, traced = events[1]["run_metadata"]
+    assert (tag, events[1]["step"]) == ("step 7", 7)
+    assert {"outer/loss", "params/weights", "MergeSummary"} <= set(traced)
+    assert (events[2]["step"], events[2]["values"]) == (8, [("python/loss", "simple_value", 0.125)])
+    with pytest.raises(ValueError, match="trace_level must be one of"):
+        bridge.RunOptions(trace_level=7)
+
+
+def test_the_pure_python_crc_is_the_fallback_and_agrees():
+    data = np.random.default_rng(3).bytes(4099)
+    assert records._crc32c_python(data) == records.crc32c(data) == records._fast.value(data)
+    assert records._crc32c_python(b"123456789") == 0xE3069283
