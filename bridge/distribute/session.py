@@ -198,11 +198,11 @@ class Session(_Session):
         return sorted(tasks)
 
     # --- runs ----------------------------------------------------------------------
-    def _execute(self, plan, values, run_options, timeout):
+    def _execute(self, plan, values, run_options, timeout, run_metadata=None):
         if timeout is None and self.timeout is not None and _timeout_of(run_options) is None:
             timeout = self.timeout
         try:
-            return super()._execute(plan, values, run_options, timeout)
+            return super()._execute(plan, values, run_options, timeout, run_metadata)
         except DeadlineExceededError as exc:
             raise DeadlineExceededError(self._explain_deadline(exc, timeout)) from None
         except UnavailableError as exc:

@@ -97,6 +97,13 @@ _RUN_OPTIONS_TIMEOUT_IN_MS = 2  # RunOptions.timeout_in_ms
 _SIGINT_MARK = "interrupted (SIGINT"
 
 
+def _serialized(run_options: Any) -> Optional[bytes]:
+    """``run_options`` as bytes: a :class:`~bridge.RunOptions` serialized, bytes as given."""
+    if run_options is None or isinstance(run_options, (bytes, bytearray)):
+        return run_options
+    return run_options.SerializeToString()
+
+
 def _timeout_of(run_options: Optional[bytes]) -> Optional[float]:
     """RunOptions.timeout_in_ms in seconds, None if unset (or <= 0)."""
     if not run_options:
@@ -188,6 +195,7 @@ class Session:
         kernels' step stats where ``run_options`` asked for a trace).
         """
         keys, values = expand_feeds(feed_dict)
+        run_options = _serialized(run_options)
         self._enter_run()
         try:
             plan = self._plan(fetches, keys)
@@ -218,6 +226,7 @@ class Session:
                 raise TypeError(f"this callable feeds {n} tensor(s) "
                                 f"({', '.join(t.name for t in plan.feed_outputs) or 'none'}), got {len(values)} "
                                 "value(s)")
+            run_options = _serialized(run_options)
             enter()
             try:
                 return self._execute(plan, values, run_options, timeout, run_metadata)
@@ -260,8 +269,6 @@ class Session:
     def _execute(self, plan: RunPlan, values: Iterable[Any], run_options: Optional[bytes],
                  timeout: Optional[float], run_metadata: Any = None) -> Any:
         n_in, n_out, n_tg = plan.n_in, plan.n_out, plan.n_tg
-        if run_options is not None and not isinstance(run_options, (bytes, bytearray)):
-            run_options = run_options.SerializeToString()   # a RunOptions
         if run_metadata is not None and self._runner is not None:
             raise NotImplementedError("Session.run: run_metadata is not collected in a julia_thread session "
                                       "(its runs go through Julia's thread): trace in a default session")

@@ -253,5 +253,5 @@ def session_end_pb(status: str = "success", end_time_secs: Optional[float] = Non
     if status not in _STATUS:
         raise ValueError(f"session_end_pb: status must be one of {sorted(_STATUS)}, got {status!r}")
     end = time.time() if end_time_secs is None else float(end_time_secs)
-    return _summary(SESSION_END_INFO_TAG, _PLUGIN_END, (_proto.field_varint(1, _STATUS[status]) if _STATUS[status] else b"")
-                   + _double_field(2, end))
+    message = (_proto.field_varint(1, _STATUS[status]) if _STATUS[status] else b"") + _double_field(2, end)
+    return _summary(SESSION_END_INFO_TAG, _PLUGIN_END, message)

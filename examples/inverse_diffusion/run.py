@@ -138,6 +138,8 @@ class Model:
     kappa_error: bridge.Output     # relative L2 error of kappa (a "kappa_error" scalar summary too)
     figure: bridge.Output          # a placeholder of a figure's RGBA pixels, [1, height, width, 4]
     figure_summary: bridge.Output  # its image summary "kappa" (outside merge_all: fed when drawn)
+    note: bridge.Output            # a placeholder of a Markdown note
+    note_summary: bridge.Output    # its text summary "setup" (outside merge_all)
 
 
 def build_model(solve, problem: Problem, hidden: int = 20, reg: float = 0.0, seed: int = 0) -> Model:
@@ -168,7 +170,10 @@ def build_model(solve, problem: Problem, hidden: int = 20, reg: float = 0.0, see
         bridge.summary.scalar("kappa_error", kappa_error)
         figure = bridge.placeholder(bridge.uint8, [1, None, None, 4], name="figure")
         figure_summary = bridge.summary.image("kappa", figure, max_outputs=1, collections=[])
-    return Model(graph, kappa, us, loss, misfit, variables, kappa_error, figure, figure_summary)
+        note = bridge.placeholder(bridge.string, [], name="note")
+        note_summary = bridge.summary.text("setup", note, collections=[])
+    return Model(graph, kappa, us, loss, misfit, variables, kappa_error, figure, figure_summary, note,
+                 note_summary)
 
 
 # --- the two optimisations ---------------------------------------------------------------------
@@ -236,6 +241,12 @@ def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, 
 
         every = max(1, lbfgs_iterations // 10)
         lbfgs_log = None if logdir is None else bridge.summary.FileWriter(Path(logdir) / "lbfgs", model.graph)
+        hparams = {"cells": cells, "hidden": hidden, "noise": noise, "reg": reg}
+        if logdir is not None:
+            write_experiment(Path(logdir), sess, problem, hparams)
+            lbfgs_log.add_summary(bridge.summary.hparams.hparams_pb({**hparams, "method": "L-BFGS-B"}))
+            lbfgs_log.add_summary(setup_text(sess, model, problem, "L-BFGS-B",
+                                             f"at most {lbfgs_iterations} iterations"))
 
         def progress_line(iteration: int, loss: float) -> None:
             if lbfgs_log is not None:
@@ -250,6 +261,7 @@ def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, 
             last = len(lbfgs.history) - 1
             lbfgs_log.add_scalar("kappa_error", sess.run(model.kappa_error), last)
             log_figure(sess, model, problem, lbfgs_log, "L-BFGS-B", last)
+            lbfgs_log.add_summary(bridge.summary.hparams.session_end_pb("success"))
             lbfgs_log.close()
         log(f"L-BFGS-B: {result.message}")
         outcomes.append(evaluate(sess, model, problem, "L-BFGS-B", int(result.nit), int(result.nfev), seconds,
@@ -258,6 +270,9 @@ def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, 
         sess.run(restart, dict(zip(starts, initial)))
         adam_every = max(1, adam_steps // 10)
         adam_log = None if logdir is None else bridge.summary.FileWriter(Path(logdir) / "adam")
+        if adam_log is not None:
+            budget = f"{adam_steps} steps from rate {adam_lr}, decaying to {adam_decay:g} of it"
+            adam_log.add_summary(setup_text(sess, model, problem, "Adam", budget))
 
         def adam_figure(step: int, loss: float) -> None:
             if adam_log is not None and (step + 1) % adam_every == 0:
@@ -267,7 +282,8 @@ def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, 
         losses = bridge.train.train_loop(sess, adam_step, adam_steps, loss=model.loss, progress=progress,
                                          callback=adam_figure, summary_dir=None if logdir is None else
                                          Path(logdir) / "adam", summary_every=None if logdir is None else
-                                         max(1, adam_steps // 1000))
+                                         max(1, adam_steps // 1000),
+                                         hparams=None if logdir is None else {**hparams, "method": "Adam"})
         seconds = time.perf_counter() - t
         if adam_log is not None:
             adam_log.close()
@@ -279,6 +295,24 @@ def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, 
     if logdir is not None:
         log(f"TensorBoard: tensorboard --logdir {logdir}")
     return problem, outcomes, kappa0
+
+
+def write_experiment(logdir: Path, sess: bridge.Session, problem: Problem, hparams: dict) -> None:
+    """The HParams dashboard's experiment, in ``logdir`` above the runs: this
+    run's settings and the method, compared by final loss and kappa error."""
+    hp = bridge.summary.hparams
+    with bridge.summary.FileWriter(logdir) as root:
+        root.add_summary(hp.hparams_config_pb(
+            [hp.HParam("method", hp.Discrete(["L-BFGS-B", "Adam"]))] + [hp.HParam(name) for name in hparams],
+            [hp.Metric("train/loss", display_name="loss"), hp.Metric("kappa_error", display_name="kappa error")]))
+
+
+def setup_text(sess: bridge.Session, model: Model, problem: Problem, method: str, budget: str) -> bytes:
+    """A Markdown note of the fit's set-up (TensorBoard's Text dashboard), as a summary."""
+    note = (f"**{method}**, {budget}, on {problem.cells} cells and {len(problem.forcings)} experiments "
+            f"(noise {problem.sigma[0] / np.abs(problem.u_true[0]).max():.1%} of max|u|): the unknown is "
+            f"kappa(x) = 1 + 0.5 sin(2 pi x)")
+    return sess.run(model.note_summary, {model.note: note.encode()})
 
 
 def log_figure(sess: bridge.Session, model: Model, problem: Problem, writer, method: str, step: int) -> None:

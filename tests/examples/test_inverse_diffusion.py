@@ -190,12 +190,14 @@ def test_small_example_recovers_kappa(tmp_path):
     assert f"TensorBoard: tensorboard --logdir {logdir}" in out
     for run, method in (("lbfgs", lbfgs), ("adam", adam)):
         tags = _logged(logdir / run)
-        assert sorted(tags) == sorted(["train/loss", "kappa_error", "kappa/image"]
+        assert sorted(tags) == sorted(["train/loss", "kappa_error", "kappa/image", "setup",
+                                       "_hparams_/session_start_info", "_hparams_/session_end_info"]
                                       + (["train/learning_rate", "train/step_time"] if run == "adam" else [])), run
         assert len(tags["kappa/image"]) == (10 if run == "adam" else 1), run
         last_step, last_error = tags["kappa_error"][-1]
         assert abs(last_error - method["kappa_error"]) < 1e-4, (run, last_error)
     assert len(_logged(logdir / "lbfgs")["train/loss"]) == lbfgs["iterations"] + 1   # and the start, iteration 0
+    assert list(_logged(logdir)) == ["_hparams_/experiment"]
 
 
 def _logged(run_dir) -> dict:
