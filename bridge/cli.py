@@ -303,7 +303,7 @@ def _fortran(args: argparse.Namespace) -> int:
     from bridge import fortran
 
     try:
-        print(fortran.main_flags("compile" if args.compile else "link" if args.link else None))
+        print(fortran.main_flags("compile" if args.compile else "link" if args.link else None, checked=args.checked))
     except fortran.FortranBuildError as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1
@@ -391,6 +391,9 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--flags", action="store_true", help="compile and link flags (the default)")
     which.add_argument("--compile", action="store_true", help="only the compile flags (-I)")
     which.add_argument("--link", action="store_true", help="only the link flags")
+    p.add_argument("--checked", action="store_true",
+                   help="a build of the module with every gfortran run-time check (-fcheck=all -g -fbacktrace), "
+                        "for finding a program's mistakes: compile the program with -fcheck=all too")
     p.set_defaults(run=_fortran)
     julia = commands.add_parser("julia", help="the embedded Julia",
                                 description="Tools for the Julia that runs Julia ops.")

@@ -51,13 +51,13 @@ def init(name: str, directory: Union[str, Path], packages: Sequence[str] = (), f
     Julia file that loads them with ``using``: JuliaPackageError if Julia knows
     no such package; a warning if it knows one it cannot load yet.
     Refuses to overwrite existing files; returns the paths written."""
-    spec_text = scaffold_spec(name)
+    spec_text = (scaffold_spec(name, list(fortran.KINDS), list(fortran.ATTR_TYPES)) if fortran_op
+                 else scaffold_spec(name))
     directory = Path(directory)
     spec = parse(spec_text, str(directory / SPEC_FILE))  # checks the name before writing anything
     if fortran_op:  # custom_op.txt and <op>.f90 with y = 2x (bridge/customop/fortran.py)
         if packages:
             raise ValueError("a Fortran op has no Julia packages: drop --with-package or --fortran")
-        spec_text = spec_text.replace("computed by Julia", "computed by Fortran", 1)
         spec_text += "@language fortran             # subroutines in %s\n" % fortran.source_file_name(spec)
         return _write_new({directory / SPEC_FILE: spec_text,
                            directory / fortran.source_file_name(spec): fortran.stub(

@@ -77,8 +77,9 @@ def _compiler_version(compiler: str) -> str:
     return done.stdout.splitlines()[0] if done.stdout else compiler
 
 
-def _key(compiler: str, framework: Path, c_api: Path) -> str:
-    key = cache.Key("tf_bridge_fortran", _compiler_version(compiler), str(framework), str(c_api))
+def _key(compiler: str, framework: Path, c_api: Path, checked: bool) -> str:
+    key = cache.Key("tf_bridge_fortran", _compiler_version(compiler), str(framework), str(c_api),
+                    "checked" if checked else "release")
     for path in sorted(source_dir().iterdir()):
         if path.suffix in (".f90", ".inc", ".in", ".txt"):
             key.add_file(path, path.name)
@@ -118,10 +119,14 @@ def installed() -> tuple[Optional[Build], str]:
                   f"TensorFlow is in {c_api.parent} (TFBRIDGE_LIBTENSORFLOW would make it use that)")
 
 
-def build(*, quiet: bool = False) -> Build:
+def build(*, quiet: bool = False, checked: bool = False) -> Build:
     """The installed library when it serves (:func:`installed`), else the cache's, building it
-    first when the cache has none for these sources (saying why on stderr unless quiet)."""
-    made, why_not = installed()
+    first when the cache has none for these sources (saying why on stderr unless quiet).
+
+    ``checked``: a build with every gfortran run-time check (``-fcheck=all -g
+    -fbacktrace``), always the cache's: a program's out-of-bounds index or
+    non-conforming arrays stop it with the line, in its code or the module's."""
+    made, why_not = (None, "a checked build was asked for") if checked else installed()
     if made is not None:
         return made
     framework, c_api = library_paths()
@@ -129,7 +134,7 @@ def build(*, quiet: bool = False) -> Build:
         compiler = fortran_compiler()
     except FortranBuildError as exc:
         raise FortranBuildError(f"{why_not}, and it cannot be built: {exc}") from None
-    entry = cache.root() / "fortran" / _key(compiler, framework, c_api)
+    entry = cache.root() / "fortran" / _key(compiler, framework, c_api, checked)
     made = Build(entry / LIBRARY, entry / "include", c_api.parent)
     if made.library.exists():
         return made
@@ -144,7 +149,8 @@ def build(*, quiet: bool = False) -> Build:
             log = work / "build.log"
             tree = work / "cmake"
             _run([_cmake(), "-S", str(source_dir()), "-B", str(tree), f"-DCMAKE_Fortran_COMPILER={compiler}",
-                  f"-DTF_CC_LIBRARY={c_api}", f"-DTF_FRAMEWORK_LIBRARY={framework}"], log, "cmake configure")
+                  f"-DTF_CC_LIBRARY={c_api}", f"-DTF_FRAMEWORK_LIBRARY={framework}",
+                  f"-DTF_BRIDGE_CHECKED={'ON' if checked else 'OFF'}"], log, "cmake configure")
             _run([_cmake(), "--build", str(tree)], log, "cmake build")
             shutil.copy2(tree / LIBRARY, work / LIBRARY)
             shutil.copytree(tree / "include", work / "include")
@@ -159,15 +165,15 @@ def _cmake() -> str:
     return found
 
 
-def flags(*, quiet: bool = False) -> str:
+def flags(*, quiet: bool = False, checked: bool = False) -> str:
     """The compile and link flags of a program that uses tf_bridge (building it first if needed)."""
-    made = build(quiet=quiet)
+    made = build(quiet=quiet, checked=checked)
     return f"{made.compile_flags()} {made.link_flags()}"
 
 
-def main_flags(kind: Optional[str] = None) -> str:
+def main_flags(kind: Optional[str] = None, checked: bool = False) -> str:
     """What ``tfbridge fortran`` prints: both flag sets, or only "compile" or "link" ones."""
-    made = build()
+    made = build(checked=checked)
     if kind == "compile":
         return made.compile_flags()
     if kind == "link":

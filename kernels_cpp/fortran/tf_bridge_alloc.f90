@@ -9,11 +9,11 @@ module tf_bridge_alloc
   public :: tf_allocate
 
   interface tf_allocate
-    module procedure alloc_r32_0, alloc_r32_1, alloc_r32_2, alloc_r32_3, alloc_r32_4
-    module procedure alloc_r64_0, alloc_r64_1, alloc_r64_2, alloc_r64_3, alloc_r64_4
-    module procedure alloc_i32_0, alloc_i32_1, alloc_i32_2, alloc_i32_3, alloc_i32_4
-    module procedure alloc_i64_0, alloc_i64_1, alloc_i64_2, alloc_i64_3, alloc_i64_4
-    module procedure alloc_b8_0, alloc_b8_1, alloc_b8_2, alloc_b8_3, alloc_b8_4
+    module procedure alloc_r32_0, alloc_r32_0_i4, alloc_r32_1, alloc_r32_1_i4, alloc_r32_2, alloc_r32_2_i4, alloc_r32_3, alloc_r32_3_i4, alloc_r32_4, alloc_r32_4_i4
+    module procedure alloc_r64_0, alloc_r64_0_i4, alloc_r64_1, alloc_r64_1_i4, alloc_r64_2, alloc_r64_2_i4, alloc_r64_3, alloc_r64_3_i4, alloc_r64_4, alloc_r64_4_i4
+    module procedure alloc_i32_0, alloc_i32_0_i4, alloc_i32_1, alloc_i32_1_i4, alloc_i32_2, alloc_i32_2_i4, alloc_i32_3, alloc_i32_3_i4, alloc_i32_4, alloc_i32_4_i4
+    module procedure alloc_i64_0, alloc_i64_0_i4, alloc_i64_1, alloc_i64_1_i4, alloc_i64_2, alloc_i64_2_i4, alloc_i64_3, alloc_i64_3_i4, alloc_i64_4, alloc_i64_4_i4
+    module procedure alloc_b8_0, alloc_b8_0_i4, alloc_b8_1, alloc_b8_1_i4, alloc_b8_2, alloc_b8_2_i4, alloc_b8_3, alloc_b8_3_i4, alloc_b8_4, alloc_b8_4_i4
   end interface
 
 contains
@@ -21,276 +21,476 @@ contains
   subroutine alloc_r32_0(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_float), pointer, intent(out) :: p
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_FLOAT, 0, int(fshape, int64), 4_c_size_t, ptr, st)
+    call alloc_tensor(t, TF_FLOAT, 0, fshape, 4_c_size_t, ptr, st)
     if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p)
   end subroutine alloc_r32_0
+
+  subroutine alloc_r32_0_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_float), pointer, intent(out) :: p
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r32_0(t, p, int(fshape, int64), st)
+  end subroutine alloc_r32_0_i4
 
   subroutine alloc_r32_1(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_float), pointer, intent(out) :: p(:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_FLOAT, 1, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_FLOAT, 1, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r32_1
+
+  subroutine alloc_r32_1_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_float), pointer, intent(out) :: p(:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r32_1(t, p, int(fshape, int64), st)
+  end subroutine alloc_r32_1_i4
 
   subroutine alloc_r32_2(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_float), pointer, intent(out) :: p(:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_FLOAT, 2, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_FLOAT, 2, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r32_2
+
+  subroutine alloc_r32_2_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_float), pointer, intent(out) :: p(:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r32_2(t, p, int(fshape, int64), st)
+  end subroutine alloc_r32_2_i4
 
   subroutine alloc_r32_3(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_float), pointer, intent(out) :: p(:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_FLOAT, 3, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_FLOAT, 3, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r32_3
+
+  subroutine alloc_r32_3_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_float), pointer, intent(out) :: p(:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r32_3(t, p, int(fshape, int64), st)
+  end subroutine alloc_r32_3_i4
 
   subroutine alloc_r32_4(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_float), pointer, intent(out) :: p(:,:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_FLOAT, 4, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_FLOAT, 4, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r32_4
+
+  subroutine alloc_r32_4_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_float), pointer, intent(out) :: p(:,:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r32_4(t, p, int(fshape, int64), st)
+  end subroutine alloc_r32_4_i4
 
   subroutine alloc_r64_0(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_double), pointer, intent(out) :: p
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_DOUBLE, 0, int(fshape, int64), 8_c_size_t, ptr, st)
+    call alloc_tensor(t, TF_DOUBLE, 0, fshape, 8_c_size_t, ptr, st)
     if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p)
   end subroutine alloc_r64_0
+
+  subroutine alloc_r64_0_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_double), pointer, intent(out) :: p
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r64_0(t, p, int(fshape, int64), st)
+  end subroutine alloc_r64_0_i4
 
   subroutine alloc_r64_1(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_double), pointer, intent(out) :: p(:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_DOUBLE, 1, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_DOUBLE, 1, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r64_1
+
+  subroutine alloc_r64_1_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_double), pointer, intent(out) :: p(:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r64_1(t, p, int(fshape, int64), st)
+  end subroutine alloc_r64_1_i4
 
   subroutine alloc_r64_2(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_double), pointer, intent(out) :: p(:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_DOUBLE, 2, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_DOUBLE, 2, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r64_2
+
+  subroutine alloc_r64_2_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_double), pointer, intent(out) :: p(:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r64_2(t, p, int(fshape, int64), st)
+  end subroutine alloc_r64_2_i4
 
   subroutine alloc_r64_3(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_double), pointer, intent(out) :: p(:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_DOUBLE, 3, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_DOUBLE, 3, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r64_3
+
+  subroutine alloc_r64_3_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_double), pointer, intent(out) :: p(:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r64_3(t, p, int(fshape, int64), st)
+  end subroutine alloc_r64_3_i4
 
   subroutine alloc_r64_4(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     real(c_double), pointer, intent(out) :: p(:,:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_DOUBLE, 4, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_DOUBLE, 4, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_r64_4
+
+  subroutine alloc_r64_4_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    real(c_double), pointer, intent(out) :: p(:,:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_r64_4(t, p, int(fshape, int64), st)
+  end subroutine alloc_r64_4_i4
 
   subroutine alloc_i32_0(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int32_t), pointer, intent(out) :: p
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT32, 0, int(fshape, int64), 4_c_size_t, ptr, st)
+    call alloc_tensor(t, TF_INT32, 0, fshape, 4_c_size_t, ptr, st)
     if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p)
   end subroutine alloc_i32_0
+
+  subroutine alloc_i32_0_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int32_t), pointer, intent(out) :: p
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i32_0(t, p, int(fshape, int64), st)
+  end subroutine alloc_i32_0_i4
 
   subroutine alloc_i32_1(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int32_t), pointer, intent(out) :: p(:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT32, 1, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT32, 1, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i32_1
+
+  subroutine alloc_i32_1_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int32_t), pointer, intent(out) :: p(:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i32_1(t, p, int(fshape, int64), st)
+  end subroutine alloc_i32_1_i4
 
   subroutine alloc_i32_2(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int32_t), pointer, intent(out) :: p(:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT32, 2, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT32, 2, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i32_2
+
+  subroutine alloc_i32_2_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int32_t), pointer, intent(out) :: p(:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i32_2(t, p, int(fshape, int64), st)
+  end subroutine alloc_i32_2_i4
 
   subroutine alloc_i32_3(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int32_t), pointer, intent(out) :: p(:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT32, 3, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT32, 3, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i32_3
+
+  subroutine alloc_i32_3_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int32_t), pointer, intent(out) :: p(:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i32_3(t, p, int(fshape, int64), st)
+  end subroutine alloc_i32_3_i4
 
   subroutine alloc_i32_4(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int32_t), pointer, intent(out) :: p(:,:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT32, 4, int(fshape, int64), 4_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT32, 4, fshape, 4_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i32_4
+
+  subroutine alloc_i32_4_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int32_t), pointer, intent(out) :: p(:,:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i32_4(t, p, int(fshape, int64), st)
+  end subroutine alloc_i32_4_i4
 
   subroutine alloc_i64_0(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int64_t), pointer, intent(out) :: p
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT64, 0, int(fshape, int64), 8_c_size_t, ptr, st)
+    call alloc_tensor(t, TF_INT64, 0, fshape, 8_c_size_t, ptr, st)
     if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p)
   end subroutine alloc_i64_0
+
+  subroutine alloc_i64_0_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int64_t), pointer, intent(out) :: p
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i64_0(t, p, int(fshape, int64), st)
+  end subroutine alloc_i64_0_i4
 
   subroutine alloc_i64_1(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int64_t), pointer, intent(out) :: p(:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT64, 1, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT64, 1, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i64_1
+
+  subroutine alloc_i64_1_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int64_t), pointer, intent(out) :: p(:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i64_1(t, p, int(fshape, int64), st)
+  end subroutine alloc_i64_1_i4
 
   subroutine alloc_i64_2(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int64_t), pointer, intent(out) :: p(:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT64, 2, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT64, 2, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i64_2
+
+  subroutine alloc_i64_2_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int64_t), pointer, intent(out) :: p(:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i64_2(t, p, int(fshape, int64), st)
+  end subroutine alloc_i64_2_i4
 
   subroutine alloc_i64_3(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int64_t), pointer, intent(out) :: p(:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT64, 3, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT64, 3, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i64_3
+
+  subroutine alloc_i64_3_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int64_t), pointer, intent(out) :: p(:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i64_3(t, p, int(fshape, int64), st)
+  end subroutine alloc_i64_3_i4
 
   subroutine alloc_i64_4(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     integer(c_int64_t), pointer, intent(out) :: p(:,:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_INT64, 4, int(fshape, int64), 8_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_INT64, 4, fshape, 8_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_i64_4
+
+  subroutine alloc_i64_4_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    integer(c_int64_t), pointer, intent(out) :: p(:,:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_i64_4(t, p, int(fshape, int64), st)
+  end subroutine alloc_i64_4_i4
 
   subroutine alloc_b8_0(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     logical(c_bool), pointer, intent(out) :: p
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_BOOL, 0, int(fshape, int64), 1_c_size_t, ptr, st)
+    call alloc_tensor(t, TF_BOOL, 0, fshape, 1_c_size_t, ptr, st)
     if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p)
   end subroutine alloc_b8_0
+
+  subroutine alloc_b8_0_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    logical(c_bool), pointer, intent(out) :: p
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_b8_0(t, p, int(fshape, int64), st)
+  end subroutine alloc_b8_0_i4
 
   subroutine alloc_b8_1(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     logical(c_bool), pointer, intent(out) :: p(:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_BOOL, 1, int(fshape, int64), 1_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_BOOL, 1, fshape, 1_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_b8_1
+
+  subroutine alloc_b8_1_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    logical(c_bool), pointer, intent(out) :: p(:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_b8_1(t, p, int(fshape, int64), st)
+  end subroutine alloc_b8_1_i4
 
   subroutine alloc_b8_2(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     logical(c_bool), pointer, intent(out) :: p(:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_BOOL, 2, int(fshape, int64), 1_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_BOOL, 2, fshape, 1_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_b8_2
+
+  subroutine alloc_b8_2_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    logical(c_bool), pointer, intent(out) :: p(:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_b8_2(t, p, int(fshape, int64), st)
+  end subroutine alloc_b8_2_i4
 
   subroutine alloc_b8_3(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     logical(c_bool), pointer, intent(out) :: p(:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_BOOL, 3, int(fshape, int64), 1_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_BOOL, 3, fshape, 1_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_b8_3
+
+  subroutine alloc_b8_3_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    logical(c_bool), pointer, intent(out) :: p(:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_b8_3(t, p, int(fshape, int64), st)
+  end subroutine alloc_b8_3_i4
 
   subroutine alloc_b8_4(t, p, fshape, st)
     type(tf_tensor), intent(inout) :: t
     logical(c_bool), pointer, intent(out) :: p(:,:,:,:)
-    integer, intent(in) :: fshape(:)
+    integer(int64), intent(in) :: fshape(:)
     type(tf_status), intent(out) :: st
     type(c_ptr) :: ptr
     nullify(p)
-    call alloc_tensor(t, TF_BOOL, 4, int(fshape, int64), 1_c_size_t, ptr, st)
-    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, int(fshape, int64))
+    call alloc_tensor(t, TF_BOOL, 4, fshape, 1_c_size_t, ptr, st)
+    if (st%ok() .and. c_associated(ptr)) call c_f_pointer(ptr, p, fshape)
   end subroutine alloc_b8_4
+
+  subroutine alloc_b8_4_i4(t, p, fshape, st)
+    type(tf_tensor), intent(inout) :: t
+    logical(c_bool), pointer, intent(out) :: p(:,:,:,:)
+    integer, intent(in) :: fshape(:)
+    type(tf_status), intent(out) :: st
+    call alloc_b8_4(t, p, int(fshape, int64), st)
+  end subroutine alloc_b8_4_i4
 
 end module tf_bridge_alloc

@@ -47,6 +47,7 @@ module tf_bridge_core
     character(len=:), allocatable :: path
     type(tf_signature), allocatable :: signatures(:)
     type(tf_saver_def) :: saver
+    integer :: objects_restored = 0                   ! variables only the object graph restored (TF2, Keras 3)
   contains
     procedure :: run => model_run
     procedure :: run_tensors => model_run_tensors

@@ -75,11 +75,12 @@ contains
   ! Restores the variables that only the object graph restores (see above).
   ! meta: the serialized MetaGraphDef; restore_op: the SaverDef's restore op
   ! ("" when none).  code is TF_OK, or TF's code with message saying why.
-  subroutine restore_objects(graph, session, meta, export_dir, restore_op, code, message)
+  subroutine restore_objects(graph, session, meta, export_dir, restore_op, code, message, assigned)
     type(c_ptr), intent(in) :: graph, session
     integer(c_int8_t), intent(in) :: meta(:)
     character(*), intent(in) :: export_dir, restore_op
     integer, intent(out) :: code
+    integer, intent(out) :: assigned                  ! variables given their objects' values here
     character(len=:), allocatable, intent(out) :: message
     type(object_graph) :: saved, trackable
     type(span) :: whole, sp
@@ -93,6 +94,7 @@ contains
     logical :: found, ok
     code = TF_OK
     message = ""
+    assigned = 0
     whole%first = 0
     pos = 1
     do while (next_field(meta, pos, size(meta, kind=int64), number, val, sp))
@@ -143,6 +145,7 @@ contains
     if (size(chosen) == 0) return
     call assign_restored(graph, session, prefix, chosen, keys, dtypes, saved, meta, chosen_nodes, ok, code, &
          message)
+    if (code == TF_OK) assigned = size(chosen)
   end subroutine
 
   ! --- the object graphs ---------------------------------------------------------

@@ -309,6 +309,12 @@ def test_init_fortran_scaffolds_a_working_op_and_stub_prints_its_subroutines(tmp
     assert done.returncode == 0, done.stderr
     folder = tmp_path / "fttwice"
     assert sorted(p.name for p in folder.iterdir()) == ["custom_op.txt", "ft_twice.f90"]
+    # The spec's comment speaks of Fortran: no Julia function, no string type or attribute.
+    spec = (folder / "custom_op.txt").read_text()
+    assert "julia" not in spec.lower() and "string" not in spec, spec
+    assert spec.splitlines()[0] == "# custom_op.txt: the spec of the TensorFlow op FtTwice, computed by Fortran."
+    assert "#   @forward sub          the Fortran subroutine (default: the op name in snake_case)" in spec
+    assert "dynamic: the subroutine <forward>_size sets its size" in spec
     stub = tfbridge("customop", "stub", str(folder), cwd=tmp_path)
     assert stub.returncode == 0, stub.stderr
     assert "subroutine ft_twice(n, y, x)" in stub.stdout
@@ -337,9 +343,13 @@ def _scaffold(tmp_path: Path, name: str, edit) -> Path:
 def test_fortran_compile_error_is_a_build_error_with_file_and_line(tmp_path):
     folder = _scaffold(tmp_path, "FtBad", lambda text: text.replace("y = 2 * x", "y = 2 * undeclared_q"))
     line = (folder / "ft_bad.f90").read_text().splitlines().index("  y = 2 * undeclared_q") + 1
-    with pytest.raises(customop.BuildError, match=rf"ft_bad.f90:{line}:\d+: Error: Symbol 'undeclared_q' at \(1\) "
-                                                  r"has no IMPLICIT type"):
+    with pytest.raises(customop.BuildError) as raised:
         customop.build(folder, progress=lambda _: None)
+    # The message, the line its "(1)" points at (gfortran quotes none for the op's own file, which
+    # the generated code includes) and a marker under column 22, where undeclared_q starts.
+    assert (f"  ft_bad.f90:{line}:22: Error: Symbol 'undeclared_q' at (1) has no IMPLICIT type\n"
+            f"  {line:>5} |   y = 2 * undeclared_q\n"
+            f"        | {' ' * 21}1\n") in str(raised.value), str(raised.value)
 
 
 def test_a_subroutine_that_does_not_match_the_spec_is_a_build_error(tmp_path):

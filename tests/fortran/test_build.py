@@ -102,6 +102,7 @@ def _program() -> str:
     return f"""program roundtrip
   use tf_bridge
   use, intrinsic :: iso_c_binding
+  use, intrinsic :: iso_fortran_env, only: int64
   implicit none
   type(tf_model) :: g
   type(tf_status) :: st
@@ -121,6 +122,10 @@ def _program() -> str:
   call tf_view(t, w, st)
   call check(st, "view")
   print '(a,l1,1x,i0,1x,i0)', "view_shares ", c_associated(c_loc(w), t%data()), shape(w)
+  call t%delete()
+  call tf_allocate(t, v, [2_int64, 5_int64], st)   ! a shape of integer(int64), as TensorFlow counts
+  call check(st, "allocate int64")
+  print '(a,i0,1x,i0)', "allocate_int64_shape ", t%shape()
   call t%delete()
   print '(a)', "done"
 contains
@@ -172,4 +177,5 @@ def test_allocate_and_view_share_tensorflows_buffer(roundtrip):
     lines = dict(line.split(" ", 1) for line in printed.splitlines() if " " in line)
     assert lines["allocate_shares"] == "T"
     assert lines["allocate_tf_shape"].split() == ["4", "3"]
+    assert lines["allocate_int64_shape"].split() == ["5", "2"]
     assert lines["view_shares"].split() == ["T", "3", "4"]

@@ -28,14 +28,16 @@ def require_gfortran() -> None:
         pytest.fail("gfortran is not installed: `make setup` installs it (apt-get install -y gfortran)")
 
 
-def compile_program(source: str, folder: Path, name: str = "prog") -> Path:
-    """Compile one Fortran program against tf_bridge (built first if needed); the executable."""
+def compile_program(source: str, folder: Path, name: str = "prog", checked: bool = False) -> Path:
+    """Compile one Fortran program against tf_bridge (built first if needed); the executable.
+    ``checked``: the program and the module with every gfortran run-time check (-fcheck=all)."""
     require_gfortran()
-    flags = fortran.flags(quiet=True).split()
+    flags = fortran.flags(quiet=True, checked=checked).split()
     src = folder / f"{name}.f90"
     src.write_text(source)
     exe = folder / name
-    done = subprocess.run([fortran.fortran_compiler(), "-O2", "-o", str(exe), str(src), *flags],
+    options = ["-fcheck=all", "-g", "-fbacktrace"] if checked else ["-O2"]
+    done = subprocess.run([fortran.fortran_compiler(), *options, "-o", str(exe), str(src), *flags],
                           capture_output=True, text=True, timeout=COMPILE_TIMEOUT, cwd=folder)
     assert done.returncode == 0, f"gfortran failed on {src}:\n{done.stderr}"
     return exe
