@@ -150,7 +150,7 @@ def build_model(solve, problem: Problem, hidden: int = 20, reg: float = 0.0, see
         variables = bridge.trainable_variables()
         loss = misfit
         if reg > 0:   # weight decay on the kernels: keeps the network from fitting the noise
-            kernels = [v for v in variables if v.name.endswith("kernel")]
+            kernels = [v for v in variables if v.op.name.endswith("kernel")]
             loss = misfit + reg * ops.add_n([ops.l2_loss(v.value()) for v in kernels])
     return Model(graph, kappa, us, loss, misfit, variables)
 
