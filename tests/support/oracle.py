@@ -143,8 +143,14 @@ def _load_entry(entry: Path) -> dict | None:
     except (OSError, EOFError, pickle.UnpicklingError):
         return None
     # Files paths were recorded under the folder the entry was created in; the
-    # cache may have moved since (a renamed checkout, a copied CI cache).
-    return _rebase(stored["response"], stored["files_dir"], str(entry / "files"))
+    # cache may have moved since (a renamed checkout, a copied CI cache).  The
+    # scripts record resolved paths, which differ from the folder's own where the
+    # cache root was reached through a symbolic link when the entry was made.
+    old, new = stored["files_dir"], str(entry / "files")
+    response = _rebase(stored["response"], old, new)
+    made = Path(old)
+    resolved = str(made.parent.parent.resolve() / made.parent.name / made.name)
+    return response if resolved == old else _rebase(response, resolved, new)
 
 
 def _stderr_tail(text: str, limit: int = 6000) -> str:
