@@ -130,15 +130,16 @@ def unsized_outputs(spec: OpSpec) -> list[str]:
             else f"outputs {', '.join(shown[:-1])} and {shown[-1]} are")
     first = unsized[0].name
     return [f"{spec.path}:{unsized[0].line}: op {spec.name}: {what} dynamic only because of '?': Julia "
-            f"assigns {'it' if len(shown) == 1 else 'each'} ({first}[] = A), which costs an array of Julia's and a "
-            "copy of it, and leaves the op without a compiled entry and the output without a static shape. Where an output's "
-            "size follows from the inputs' sizes, name those dimensions in the spec (as x(n, d), y(m, d) "
-            "and z(n, m) -> output); where only the values decide it, '?' is right (filter "
-            "bridge.customop.DynamicOutputWarning)"]
+            f"assigns {'it' if len(shown) == 1 else 'each'} ({first}[] = A), which costs an array of Julia's "
+            "and a copy of it, and leaves the op without a compiled entry and the output without a static "
+            "shape. Where an output's size follows from the inputs' sizes, name those dimensions in the spec "
+            "(as x(n, d), y(m, d) and z(n, m) -> output); where only the values decide it, '?' is right "
+            "(filter bridge.customop.DynamicOutputWarning)"]
 
 
 def _shown(arg: Arg) -> str:
-    return f"{arg.name}({', '.join('?' if d is None else d.text if isinstance(d, Expr) else str(d) for d in arg.shape)})"
+    dims = ("?" if d is None else d.text if isinstance(d, Expr) else str(d) for d in arg.shape)
+    return f"{arg.name}({', '.join(dims)})"
 
 
 def check_output_expressions(spec: OpSpec) -> None:

@@ -134,13 +134,14 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     carry_accs = any(g is not None for g in g_accs)
     body_vjp, _ = vjp(info.user_body, var_mask, wrt=var_mask + cap_mask)
     n_gv, n_gc = sum(var_mask), sum(cap_mask)
-    cap_grad_dtypes = iter(t.dtype for t in body_vjp.outputs[n_gv:])
-    start_caps = [_zeros(c, dtype) if g is None else g
-                  for g, c, dtype in zip([g for g, m in zip(g_caps, cap_mask) if m],
-                                         [c for c, m in zip(caps, cap_mask) if m], cap_grad_dtypes)]
-    start = ([g if g is not None else _op("ZerosLike", [o]) for g, o, m in zip(g_vars, outs[1:1 + nv], var_mask) if m]
-             + start_caps
-             + ([g if g is not None else _op("ZerosLike", [a]) for g, a in zip(g_accs, accs)] if carry_accs else []))
+    start = [g if g is not None else _zeros(o) for g, o, m in zip(g_vars, outs[1:1 + nv], var_mask) if m]
+    cap_grads = iter(body_vjp.outputs[n_gv:])  # the body's gradients of the masked captures, in order
+    for g, c, m in zip(g_caps, caps, cap_mask):
+        if m:
+            dtype = next(cap_grads).dtype
+            start.append(g if g is not None else _zeros(c, dtype))
+    if carry_accs:
+        start += [g if g is not None else _zeros(a) for g, a in zip(g_accs, accs)]
     var_dtypes = [v.dtype for v in init]
 
     def bw_cond(k, *rest):
@@ -195,8 +196,8 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     return [None] + gv_final + gc_final + ga_final
 
 
-def _zeros(like: Output, dtype: dtypes.DType) -> Output:
-    """Zeros for the gradient of ``like``; of a variable handle, zeros of its value."""
+def _zeros(like: Output, dtype: Optional[dtypes.DType] = None) -> Output:
+    """Zeros for the gradient of ``like``; of a variable handle, zeros of its value (``dtype``)."""
     if like.dtype != dtypes.resource:
         return _op("ZerosLike", [like])
     shape = _op("VariableShape", [like], {"out_type": dtypes.int32})
