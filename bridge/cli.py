@@ -25,14 +25,14 @@ gradtest exits 0 on PASS (or LINEAR), 1 on FAIL and 2 when the test cannot run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 
 def _customop_init(args: argparse.Namespace) -> int:
-    import warnings
-
     from bridge import customop
 
     directory = Path(args.dir) if args.dir else Path(customop.spec.snake_case(args.name))
@@ -49,6 +49,24 @@ def _customop_init(args: argparse.Namespace) -> int:
         print(f"tfbridge: note: {note.message}", file=sys.stderr)
     print(f"next: edit them, then run 'tfbridge customop build {directory}'")
     return 0
+
+
+@contextlib.contextmanager
+def _notes_from_warnings(categories: tuple) -> Iterator[None]:
+    """Print warnings of ``categories`` as ``tfbridge: note: ...`` lines: a command has no
+    caller's line for them to point at (the library points them at the user's call)."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, categories):
+            print(f"tfbridge: note: {message}", file=sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def _customop_build(args: argparse.Namespace) -> int:
@@ -411,11 +429,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    from bridge.customop import BuildError, SpecError
+    from bridge.customop import BuildError, DynamicOutputWarning, MissingBackwardWarning, SpecError
     from bridge.framework._lib import LibraryNotFoundError
 
     try:
-        return args.run(args)
+        with _notes_from_warnings((DynamicOutputWarning, MissingBackwardWarning)):
+            return args.run(args)
     except (SpecError, BuildError, FileExistsError, FileNotFoundError, LibraryNotFoundError) as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1

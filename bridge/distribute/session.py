@@ -358,7 +358,7 @@ class Session(_Session):
         if packed is None:
             return []
         flags = self.run(packed, timeout=timeout)
-        return [v.name for v, ok in zip(variables, flags) if not ok]
+        return [v.op.name for v, ok in zip(variables, flags) if not ok]
 
     def wait_for_variables(self, timeout: float = 300.0, poll_interval: float = 0.5) -> None:
         """Wait until every variable of the graph is initialized (by the chief),

@@ -182,7 +182,8 @@ class Session:
         where it is.  Feed keys are Outputs, tensor names, Variables (their
         value, as in TF) or SparseTensors (fed a triple); values are numpy
         arrays, Python values or Tensors.  A fed tensor fetched gives the fed
-        value.  Numeric results are read-only numpy arrays: up to 64 KiB
+        value.  A 0-d result is a numpy scalar (``bytes`` for a string), as
+        TF1 gives it; other numeric results are read-only numpy arrays: up to 64 KiB
         copies (TensorFlow's tensor is freed at once), larger ones views of
         TensorFlow's buffers (no copy).
 

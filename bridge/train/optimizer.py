@@ -220,7 +220,7 @@ class Optimizer:
                     if grad.dtype != var.dtype:
                         raise TypeError(f"gradient '{grad.name}' is {grad.dtype.name}, but variable "
                                         f"'{var.name}' is {var.dtype.name}")
-                    with graph.name_scope("update_" + var.name), graph.colocate_with(var.op):
+                    with graph.name_scope("update_" + var.op.name), graph.colocate_with(var.op):
                         if isinstance(grad, IndexedSlices):
                             update_ops.append(self._resource_apply_sparse_duplicate_indices(
                                 grad.values, var, grad.indices))
@@ -347,7 +347,7 @@ def _create_slot(var: Variable, initializer: Callable[[], Output], op_name: str)
     # under init_scope (no control dependencies), colocated with ``var``.
     with graph.as_default(), graph.control_dependencies(None), graph.name_scope(None), \
             graph.colocate_with(var.op):
-        scope = graph.unique_name(f"{var.name}/{op_name}", mark_as_used=False)
+        scope = graph.unique_name(f"{var.op.name}/{op_name}", mark_as_used=False)
         with graph.name_scope(scope + "/Initializer/"):
             init = initializer()
         return Variable(init, name=scope, trainable=False, graph=graph)

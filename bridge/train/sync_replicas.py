@@ -148,7 +148,7 @@ class SyncReplicasOptimizer(Optimizer):
                             # TF keeps a SparseConditionalAccumulator; the bridge averages them densely.
                             grad = indexed_slices_to_tensor(grad, warn=False)
                         accum = ops.resource_conditional_accumulator(
-                            dtype=grad.dtype, shape=var.shape, shared_name=f"{var.name}:0/grad_accum",
+                            dtype=grad.dtype, shape=var.shape, shared_name=f"{var.name}/grad_accum",
                             name="conditional_accumulator")
                         train_ops.append(ops.resource_accumulator_apply_gradient(
                             accum, local_step.value(), grad, name="AccumulatorApplyGradient"))

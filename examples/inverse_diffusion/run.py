@@ -163,7 +163,7 @@ def build_model(solve, problem: Problem, hidden: int = 20, reg: float = 0.0, see
         variables = bridge.trainable_variables()
         loss = misfit
         if reg > 0:   # weight decay on the kernels: keeps the network from fitting the noise
-            kernels = [v for v in variables if v.name.endswith("kernel")]
+            kernels = [v for v in variables if v.op.name.endswith("kernel")]
             loss = misfit + reg * ops.add_n([ops.l2_loss(v.value()) for v in kernels])
         truth = bridge.constant(problem.kappa, bridge.float64, name="kappa_true")
         kappa_error = ops.sqrt(ops.sum(ops.square(kappa - truth), [0])) / float(np.linalg.norm(problem.kappa))

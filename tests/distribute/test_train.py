@@ -103,7 +103,7 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
     assert devices["save/SaveV2"] == devices["save/RestoreV2"] == "/job:ps/task:0/device:CPU:0"
     assert devices["save/SaveV2_1"] == devices["save/RestoreV2_1"] == "/job:ps/task:1/device:CPU:0"
     assert devices["save/MergeV2Checkpoints"] == "/job:ps/task:1/device:CPU:0"
-    names = [v.name for v in bridge.global_variables(g)]
+    names = [v.op.name for v in bridge.global_variables(g)]  # the checkpoint's keys
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         sess.prepare()
         run_steps(sess, rep, xs, ys, steps=3)

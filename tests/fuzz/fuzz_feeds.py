@@ -14,7 +14,8 @@ The contract checked (README, "Running a predefined graph"; bridge/framework/ten
 
 * a value is accepted, and the fetched value equals ``np.asarray(value)``
   cast to the placeholder's type exactly (shape, dtype, every bit but NaN
-  payloads), or it raises TypeError (wrong type, lossy conversion) or
+  payloads; a 0-d one fetched by Session.run is a numpy scalar, bytes for a
+  string, as TF1 gives), or it raises TypeError (wrong type, lossy conversion) or
   ValueError (ragged lists, ...), or, from Session.run,
   bridge.errors.InvalidArgumentError;
 * refused: complex into a real type; non-integral, non-finite or
@@ -414,7 +415,19 @@ def check_message(exc: BaseException, expect: Expect, target: dtypes.DType, wher
 ALLOWED = (TypeError, ValueError)
 
 
-def judge(call, expect: Expect, target_dtype, allowed, on_error=None, result_dtype=None):
+def result_array(got, fetched: bool):
+    """``got`` as an array.  A Session.run result (``fetched``) has TF1's type: a 0-d one is a
+    numpy scalar (bytes for a string), any other an ndarray; bridge.Tensor gives ndarrays."""
+    if fetched and isinstance(got, bytes):
+        return np.array(got, dtype=object)
+    if fetched and isinstance(got, np.generic):
+        return np.asarray(got)
+    assert isinstance(got, np.ndarray), type(got)
+    assert not (fetched and got.ndim == 0), f"fetched a 0-d {type(got).__name__}, not a scalar"
+    return got
+
+
+def judge(call, expect: Expect, target_dtype, allowed, on_error=None, result_dtype=None, fetched=False):
     """Run ``call``; check its outcome against ``expect``.  Returns the outcome's name."""
     try:
         got = _common.time_limited(args.example_timeout, call)
@@ -431,7 +444,7 @@ def judge(call, expect: Expect, target_dtype, allowed, on_error=None, result_dty
         return "refused"
     assert expect.outcome != "refuse", \
         f"accepted a value that must be refused ({expect.reason}); got {_common.short(got, 300)}"
-    assert isinstance(got, np.ndarray), type(got)
+    got = result_array(got, fetched)
     if result_dtype is not None:
         assert got.dtype == result_dtype, f"result dtype {got.dtype}, expected {result_dtype}"
     if expect.shape is not None:
@@ -724,7 +737,7 @@ def prop_session(data) -> None:
     STATS[f"session {expect.outcome}"] += 1
     outcome = judge(lambda: SESSION.run(identity, {key: value}), expect, target,
                     ALLOWED + (InvalidArgumentError,),
-                    on_error=lambda exc: check_message(exc, expect, target, f"'{placeholder.name}'"))
+                    on_error=lambda exc: check_message(exc, expect, target, f"'{placeholder.name}'"), fetched=True)
     if outcome != "accepted":
         session_still_works()
 
@@ -787,7 +800,7 @@ def prop_static_shape(data) -> None:
         Expect("refuse", reason=f"shape {dims} is not compatible with {shape}")
     STATS[f"static {'compatible' if compatible else 'incompatible'}"] += 1
     outcome = judge(lambda: SESSION.run(STATIC_IDENTITIES[name], {placeholder: value}), expect,
-                    dtypes.as_dtype(dtype), ALLOWED + (InvalidArgumentError,))
+                    dtypes.as_dtype(dtype), ALLOWED + (InvalidArgumentError,), fetched=True)
     assert compatible or outcome != "accepted", f"fed shape {dims} into a placeholder of shape {shape}"
     if outcome != "accepted":
         session_still_works()

@@ -126,7 +126,7 @@ def _build_names(program):
                     fn(x, **step["kwargs"])
             else:
                 fn(x, **step["kwargs"])
-    return [v.name for v in bridge.global_variables(g)], [v.name for v in bridge.trainable_variables(g)]
+    return [v.op.name for v in bridge.global_variables(g)], [v.op.name for v in bridge.trainable_variables(g)]
 
 
 @pytest.mark.parametrize("index", range(len(NAMES)))
@@ -199,7 +199,7 @@ def test_update_ops_collection_and_training_loop():
         updates = layers.update_ops()
         assert [op.type for op in updates] == ["AssignSubVariableOp"] * 2
         assert updates == g.collections[layers.UPDATE_OPS]
-        mm = [v for v in bridge.global_variables() if v.name.endswith("moving_mean")][0]
+        mm = [v for v in bridge.global_variables() if v.op.name.endswith("moving_mean")][0]
         init = bridge.global_variables_initializer()
     with bridge.Session(g) as s:
         s.run(init)

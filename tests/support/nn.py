@@ -130,7 +130,7 @@ def run_layer(case: dict) -> dict:
         trainable = bridge.trainable_variables()
         grads = bridge.gradients(objective([y]), [x] + trainable)
         updates = bridge.layers.update_ops()
-        reads = {v.name.rsplit("/", 1)[-1]: v.read_value() for v in variables}
+        reads = {v.op.name.rsplit("/", 1)[-1]: v.read_value() for v in variables}
         init = bridge.global_variables_initializer()
     with bridge.Session(g) as s:
         s.run(init)
@@ -140,8 +140,8 @@ def run_layer(case: dict) -> dict:
             s.run(updates, feed)
         after = s.run(reads) if reads else {}
     it = iter(gvals)
-    named = dict(zip(["x"] + [v.name.rsplit("/", 1)[-1] for v in trainable], grads))
+    named = dict(zip(["x"] + [v.op.name.rsplit("/", 1)[-1] for v in trainable], grads))
     return {"values": [np.asarray(v) for v in values],
             "grads": {k: (None if v is None else np.asarray(next(it))) for k, v in named.items()},
-            "variables": [v.name for v in variables], "trainable": [v.name for v in trainable],
+            "variables": [v.op.name for v in variables], "trainable": [v.op.name for v in trainable],
             "update_ops": len(updates), "after_update": after if updates else {}}

@@ -49,7 +49,8 @@ class OracleError(RuntimeError):
 def cache_root() -> Path:
     """Folder of the oracle cache ($TFBRIDGE_TEST_CACHE or <repo>/build/oracle-cache)."""
     root = os.environ.get("TFBRIDGE_TEST_CACHE")
-    return Path(root) if root else REPO / "build" / "oracle-cache"
+    # Resolved: the scripts record their files' resolved paths, which loads re-root by prefix.
+    return (Path(root) if root else REPO / "build" / "oracle-cache").resolve()
 
 
 @functools.lru_cache(maxsize=None)
