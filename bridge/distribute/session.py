@@ -432,11 +432,12 @@ def _close_in_background(ptr: Any, drained: threading.Event) -> None:
 def _library_of(op_type: str) -> Optional[str]:
     """The op folder (else the library file) that registered ``op_type`` in this process."""
     from bridge.ops.op_library import loaded_libraries
+    from bridge.platform.paths import op_folder_of_library
 
     for path, types in loaded_libraries().items():
         if op_type in types:
-            for parent in Path(path).parents:
-                if (parent / "custom_op.txt").is_file():
-                    return str(parent)
-            return path
+            # Not the nearest folder holding a custom_op.txt: a build folder
+            # (<op>/build/<key>/) keeps a copy of the spec it was built from.
+            folder = op_folder_of_library(Path(path))
+            return str(folder) if folder is not None else path
     return None
