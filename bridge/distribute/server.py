@@ -144,7 +144,7 @@ class Server:
         # process (its destructor CHECKs a Stop that TF does not implement), as
         # TF Python's Server leaks it too.
         self._ptr = ptr
-        self.listen = where
+        self.listen_address = where
         self.listening = where.show(port or int(self.target.rpartition(":")[2]))
         if start:
             self.start()
