@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-image gfortran julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench contract clean
 
 # Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -30,7 +30,7 @@ JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
-setup: $(STAMP) julia gfortran julia-image
+setup: $(STAMP) julia gfortran socat julia-image
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
@@ -50,6 +50,13 @@ gfortran:
 	@command -v $${FC:-gfortran} >/dev/null 2>&1 || { echo ">> installing gfortran (apt-get)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q gfortran >/dev/null; }
+
+# socat for README's tested recipe of a cluster on an untrusted network (mutual-TLS tunnels between
+# loopback servers, README "Distributed"; tests/distribute/test_tunnels.py): Debian's package where none is found.
+socat:
+	@command -v socat >/dev/null 2>&1 || { echo ">> installing socat (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q socat >/dev/null; }
 
 # Julia's system image with TFBridge built in (bridge/julia/sysimage.py), so
 # that Julia starts in a fraction of a second instead of compiling TFBridge.jl

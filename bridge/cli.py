@@ -188,11 +188,19 @@ CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
 def _server_cluster(args: argparse.Namespace):
-    """(ClusterSpec, job, task) from --cluster (a JSON file, TF_CONFIG or SLURM) and --job/--task."""
+    """(ClusterSpec, job, task) from --cluster (a JSON file, TF_CONFIG or SLURM) and --job/--task,
+    every value checked (a ClusterSpecError names the one that is wrong)."""
+    from bridge.distribute import checks
     from bridge.distribute import cluster as clusters
 
     source = args.cluster
-    job, task = args.job, args.task
+    job = args.job
+    task = None if args.task is None else checks.task_index(args.task, "--task")
+    if args.host is not None:
+        problem = checks.host_problem(args.host, bare_ipv6=True)
+        if problem:
+            raise clusters.ClusterSpecError(f"--host {checks.show(args.host)}: {problem} (a host name or IP "
+                                            "address, without a port; 0.0.0.0 listens on every interface)")
     if source == "TF_CONFIG":
         spec = clusters.ClusterSpec.from_tf_config()
         if job is None or task is None:
@@ -204,24 +212,26 @@ def _server_cluster(args: argparse.Namespace):
             jobs = {}
             for part in args.slurm_jobs.split(","):
                 name, _, count = part.partition("=")
-                if not count.lstrip("-").isdigit():
-                    raise clusters.ClusterSpecError(f"--slurm-jobs '{args.slurm_jobs}': '{part}' is not NAME=COUNT")
-                jobs[name] = int(count)
-        spec = clusters.ClusterSpec.from_slurm(jobs, port_base=args.port_base)
+                checks.check_job_name(name, f"--slurm-jobs {checks.show(args.slurm_jobs)}")
+                jobs[name] = checks.ascii_int(count, f"--slurm-jobs: the count of '{name}'", -1, checks.MAX_TASKS)
+        port_base = checks.ascii_int(args.port_base, "--port-base", 1, 65535)
+        spec = clusters.ClusterSpec.from_slurm(jobs, port_base=port_base)
         if job is None or task is None:
             s_job, s_task = clusters.slurm_task(jobs)
             job, task = job if job is not None else s_job, task if task is not None else s_task
     else:
         spec = clusters.ClusterSpec.from_json(source)
     if job is None or task is None:
-        raise clusters.ClusterSpecError(f"{source}: say which task to serve with --job NAME --task I")
+        raise clusters.ClusterSpecError(f"{checks.show(source)}: say which task to serve with --job NAME --task I")
     where = "TF_CONFIG" if source == "TF_CONFIG" else "SLURM's environment" if source == "SLURM" \
-        else f"cluster file {source}"
+        else f"cluster file {checks.path_text(source)}"
     if job not in spec.jobs:
-        raise clusters.ClusterSpecError(f"{where} has no job '{job}' (jobs: {', '.join(spec.jobs) or 'none'})")
+        raise clusters.ClusterSpecError(f"{where} has no job {checks.show(job)} (jobs: "
+                                        f"{', '.join(spec.jobs) or 'none'})")
     if task not in spec.task_indices(job):
-        raise clusters.ClusterSpecError(f"{where}: job '{job}' has no task {task} (tasks: "
-                                        f"{', '.join(map(str, spec.task_indices(job)))})")
+        indices = spec.task_indices(job)
+        shown = ", ".join(map(str, indices[:20])) + (f", ... ({len(indices)} tasks)" if len(indices) > 20 else "")
+        raise clusters.ClusterSpecError(f"{where}: job '{job}' has no task {task} (tasks: {shown})")
     return spec, job, task
 
 
@@ -246,23 +256,23 @@ def _server(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from bridge.distribute import ClusterSpec, ClusterSpecError, Server, ServerError
-    from bridge.distribute.server import _port_in_use
+    import warnings
+
+    from bridge.distribute import ClusterSpecError, Server, ServerError, listen
 
     try:
         spec, job, task = _server_cluster(args)
     except ClusterSpecError as exc:
         print(f"tfbridge server: {exc}", file=sys.stderr)
         return 1
-    if args.host:
-        port = spec.task_address(job, task).rpartition(":")[2]
-        jobs = spec.as_dict()
-        tasks = dict(enumerate(jobs[job])) if isinstance(jobs[job], list) else dict(jobs[job])
-        tasks[task] = f"{args.host}:{port}"
-        jobs[job] = tasks
-        spec = ClusterSpec(jobs)
     address = spec.task_address(job, task)
-    busy = _port_in_use(address)  # before the op folders, whose builds take a while
+    host = args.host if args.host is not None else address.rpartition(":")[0]
+    port = int(address.rpartition(":")[2])
+    try:  # before the op folders, whose builds take a while
+        where = listen.listen_address(host)
+        busy = listen.port_in_use(port, where)
+    except listen.ListenError as exc:
+        busy = str(exc)
     if busy:
         print(f"tfbridge server: cannot start /job:{job}/task:{task} ({address}): {busy}", file=sys.stderr)
         return 1
@@ -300,15 +310,19 @@ def _server(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
     try:
-        server = Server(spec, job, task, start=True)
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always")
+            server = Server(spec, job, task, start=True, host=args.host)
     except ServerError as exc:
         print(f"tfbridge server: {exc}", file=sys.stderr)
         return 1
+    for note in notes:
+        print(f"tfbridge server: note: {note.message}", file=sys.stderr, flush=True)
     ops = f" with ops from {', '.join(args.ops)}" if args.ops else ""
     if julia_seconds is not None:
         ops += f" (Julia started in {julia_seconds:.2f} s, ops loaded in {ops_seconds:.2f} s)"
     print(f"tfbridge server: ready /job:{job}/task:{task} target {server.target} address {address} "
-          f"pid {os.getpid()}{ops}", flush=True)
+          f"listening {server.listening} pid {os.getpid()}{ops}", flush=True)
     while not stopping:
         time.sleep(0.2)
     server.stop()  # a gRPC server serves until the process ends: this exit ends it
@@ -381,22 +395,24 @@ def _parser() -> argparse.ArgumentParser:
         "server", help="serve one task of a TensorFlow cluster (distributed runtime)",
         description="Start the TensorFlow server of one task of a cluster, print one 'ready' line with its "
                     "target and PID, and serve until SIGTERM or SIGINT (exit 0). A task that cannot start "
-                    "says why and exits 1. WARNING: TensorFlow's gRPC server has no authentication and binds "
-                    "every interface: whoever reaches its port can run any op, reading files included.")
+                    "says why and exits 1. The server listens on its task's own host only (localhost: "
+                    "127.0.0.1), every interface only with --host 0.0.0.0. WARNING: TensorFlow's gRPC server "
+                    "has no authentication and no encryption: whoever reaches its port can run any op, reading "
+                    "files included (README, \"Distributed\": SSH tunnels).")
     p.add_argument("--cluster", metavar="FILE", required=True,
                    help="the cluster: a JSON file (job -> addresses, or TF_CONFIG's form), or the words "
                         "TF_CONFIG or SLURM to read it from the environment")
     p.add_argument("--job", metavar="NAME", help="the job of the task to serve (default: from TF_CONFIG/SLURM)")
-    p.add_argument("--task", metavar="I", type=int, help="the task index (default: from TF_CONFIG/SLURM)")
+    p.add_argument("--task", metavar="I", help="the task index (default: from TF_CONFIG/SLURM)")
     p.add_argument("--ops", metavar="DIR", action="append", default=[],
                    help="an op folder to load first (built if needed, its Julia code included, its gradient "
                         "registered); repeatable")
     p.add_argument("--host", metavar="ADDR",
-                   help="the address this task advertises instead of the cluster's host (TensorFlow binds "
-                        "every interface whatever it is)")
+                   help="where to listen instead of the task's host in the cluster (a host name or IP address "
+                        "of this machine; 0.0.0.0 or :: listens on every interface)")
     p.add_argument("--slurm-jobs", metavar="JOBS",
                    help="with --cluster SLURM: NAME=COUNT,... (one COUNT may be -1: the rest); default all workers")
-    p.add_argument("--port-base", metavar="PORT", type=int, default=8888,
+    p.add_argument("--port-base", metavar="PORT", default="8888",
                    help="with --cluster SLURM: the first port of each node (default 8888)")
     p.set_defaults(run=_server)
 

@@ -304,11 +304,12 @@ class Session:
             opts = ffi.new(C.buffer_ptr)
             raw = ffi.new(C.char_array, run_options)
             opts.data, opts.length = raw, len(run_options)
+        ptr = self._session_for(plan, _timeout_of(run_options))
         if self._runner is None:
             s = status()
             meta = lib.TF_NewBuffer() if run_metadata is not None else ffi.NULL
             try:
-                lib.TF_SessionRun(self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out,
+                lib.TF_SessionRun(ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out,
                                   plan.c_tg, n_tg, meta, s.ptr)
                 if meta != ffi.NULL and not lib.TF_GetCode(s.ptr):
                     run_metadata.ParseFromString(ffi.unpack(ffi.cast("char *", meta.data), meta.length))
@@ -316,7 +317,7 @@ class Session:
                 if meta != ffi.NULL:
                     lib.TF_DeleteBuffer(meta)
         else:
-            s = self._run_on_julia_thread(opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
+            s = self._run_on_julia_thread(ptr, opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
                                           raw if run_options else None, _timeout_of(run_options))
         if lib.TF_GetCode(s.ptr):
             self._raise_run_error(s)
@@ -331,6 +332,11 @@ class Session:
         if n_out != len(plan.sources):
             got = [value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
         return plan.fetch.rebuild(got)
+
+    def _session_for(self, plan: RunPlan, timeout: Optional[float]) -> Any:
+        """The TF_Session a run of ``plan`` with deadline ``timeout`` uses: this
+        session's own (a distributed session chooses by the tasks the run needs)."""
+        return self._ptr
 
     def _raise_run_error(self, s: Status) -> None:
         """Raise the error of a failed run's status ``s`` (and reset it)."""
@@ -380,8 +386,8 @@ class Session:
         if lib.TF_GetCode(s.ptr):
             self._raise_run_error(s)
 
-    def _run_on_julia_thread(self, opts, plan: RunPlan, c_in_vals, n_in: int, c_out_vals, n_out: int, n_tg: int,
-                             held: list, raw, timeout: Optional[float]) -> Status:
+    def _run_on_julia_thread(self, ptr, opts, plan: RunPlan, c_in_vals, n_in: int, c_out_vals, n_out: int,
+                             n_tg: int, held: list, raw, timeout: Optional[float]) -> Status:
         """TF_SessionRun on Julia's thread (a julia_thread session); returns
         the run's status, or raises if the run was abandoned.
 
@@ -395,7 +401,7 @@ class Session:
         freed before it is over (_reap_detached)."""
         self._reap_detached(wait=False)
         s = lease_status()
-        args = (self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
+        args = (ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
                 ffi.NULL, s.ptr)
         # A new slot each run: its state only ever moves forward (not
         # returned, then over or abandoned), so whoever reads it knows whose run it is.

@@ -189,7 +189,18 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     if is_chief is None:
         is_chief = bool(getattr(session, "is_chief", True))
     checkpoints = Checkpoints(session, checkpoint_dir, saver, is_chief) if checkpoint_dir is not None else None
-    first = checkpoints.start(session) if checkpoints is not None else 0
+    fetches = train_op if loss is None else [train_op, loss]
+    recoveries = 0
+    first = 0
+    while checkpoints is not None:
+        try:
+            first = checkpoints.start(session)
+            break
+        except OpError as exc:  # the first save or restore: recovered as a step would be
+            if (not is_recoverable(exc) or not hasattr(session, "reconnect") or recoveries >= max_recoveries):
+                raise
+            recoveries += 1
+            checkpoints.reconnect(session, exc, recoveries, max_recoveries, recovery_timeout, fetches)
     hooks = list(hooks)
     for hook in hooks:
         if hasattr(hook, "after_create_session"):
@@ -200,10 +211,8 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     summaries = (_Summaries(session, summary_dir, train_op, loss, steps, summary_every, first, hparams)
                  if summary_dir is not None and is_chief else None)
     report = _Bar(steps, first) if use_bar else _Log(steps, log_every, first)
-    fetches = train_op if loss is None else [train_op, loss]
     losses: list[Optional[float]] = []
     stopped = ""
-    recoveries = 0
     # Each step runs the same fetches: one session.make_callable per set of fed
     # tensors (they keep working after session.reconnect()).
     runners: dict[tuple, Callable[..., Any]] = {}
@@ -231,7 +240,8 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                 for hook in hooks:
                     if hasattr(hook, "begin_recovery"):
                         hook.begin_recovery(session)
-                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout, hooks)
+                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout, hooks,
+                                           fetches)
                 del losses[max(0, step - first):]
                 # Ahead of the failed step (the other workers completed it): no loss for the steps skipped.
                 losses.extend([None] * max(0, step - first - len(losses)))
