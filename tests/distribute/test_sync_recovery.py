@@ -299,7 +299,9 @@ def test_exponential_moving_average_follows_tfs_arithmetic_and_names():
             averages = ema.apply([w])
         count = bridge.ops.assign_add_variable_op(step.handle, np.int64(1))
         init = bridge.global_variables_initializer()
-    assert ema.average(w).name == ema.average_name(w) == "w/ExponentialMovingAverage"
+    # TF1's: the variable's name is its tensor's ("...:0"), average_name the op's, which checkpoints use.
+    assert ema.average(w).name == "w/ExponentialMovingAverage:0"
+    assert ema.average(w).op.name == ema.average_name(w) == "w/ExponentialMovingAverage"
     assert ema.average(step) is None
     # As TF's: the average's checkpoint name restores into w; the average itself is not listed again.
     assert ema.variables_to_restore() == {"w/ExponentialMovingAverage": w, "step": step}
