@@ -10,7 +10,8 @@ __all__ = ["write_plot"]
 
 def write_plot(result: Any, path: str) -> str:
     """Write the log-log convergence plot of ``result`` (a GradcheckResult)
-    to ``path`` (PNG): each remainder with its fitted slope, reference lines
+    to ``path`` (PNG): each remainder with its fitted slope (the fitted steps
+    filled), reference lines
     O(h) ... O(h^(k+1)) and the roundoff level the remainders were compared
     with; return the path."""
     try:
@@ -33,7 +34,9 @@ def write_plot(result: Any, path: str) -> str:
     for k, (r, slope) in enumerate(zip(result.remainders, result.slopes)):
         r = shown(r)
         text = f"{slope:.2f}" if np.isfinite(slope) else "n/a"
-        ax.loglog(h, r, markers[k], label=f"{labels[k]}  (slope {text})")
+        line, = ax.loglog(h, r, markers[k], label=f"{labels[k]}  (slope {text})", markerfacecolor="none")
+        if k == result.order and result.fitted.any():  # the fitted steps, filled
+            ax.loglog(h[result.fitted], r[result.fitted], markers[k][0], color=line.get_color())
         anchor = np.nanmax(r) if np.isfinite(r).any() else 1.0
         ax.loglog(h, anchor * (h / h[0]) ** (k + 1), styles[k], linewidth=0.8,
                   label="O(h)" if k == 0 else f"O(h$^{k + 1}$)")

@@ -18,6 +18,8 @@ DEFAULT_STEPS = tuple(10.0 ** -k for k in range(1, 6))
 #: Verdicts of :func:`gradcheck` (see the module doc).
 PASS, FAIL, LINEAR, QUADRATIC, CONSTANT, CANNOT_TEST = ("PASS", "FAIL", "LINEAR", "QUADRATIC", "CONSTANT",
                                                         "CANNOT TEST")
+#: How the message of an order-2 test whose gradient has no gradient starts.
+NOT_TWICE_DIFFERENTIABLE = "cannot test the Hessian: the gradient of f is not differentiable"
 _EXACT = {0: CONSTANT, 1: LINEAR, 2: QUADRATIC}  # f a polynomial of this degree along v
 _ORDINAL = {0: "zeroth", 1: "first", 2: "second"}
 
@@ -40,13 +42,14 @@ EXACT_MARGIN = 100.0
 
 def default_steps(dtype: Any = np.float64, order: int = 1) -> tuple[float, ...]:
     """The steps :func:`gradcheck` takes by default when f is evaluated at
-    ``dtype``'s precision: decades 1e-1 ... 1e-5 for float64 (1e-1 ... 1e-4
-    for order 2); for float32 and float16, quarter decades down to where the
+    ``dtype``'s precision: decades 1e-1 ... 1e-5 for float64 (half decades
+    1e-1 ... 10^-3.5 for order 2); for float32 and float16, quarter decades down to where the
     remainder of a function whose derivatives are about as large as its
     values reaches roundoff, from 2.75 decades higher (at most 10^-0.25)."""
     eps = float(np.finfo(np.dtype(dtype)).eps)
     if eps <= 1e-15:
-        return DEFAULT_STEPS if order == 1 else tuple(10.0 ** -k for k in range(1, 5))
+        # The second-order remainder falls by 1,000 a decade: half decades keep enough steps above roundoff.
+        return DEFAULT_STEPS if order == 1 else tuple(10.0 ** -(k / 2) for k in range(2, 8))
     # The order-k remainder is about h^(k+1): it meets the roundoff level
     # (about 20 eps) there; half a decade lower shows where it stalls.
     low = np.floor(4 * (np.log10(20 * eps) / (order + 1) - 0.5)) / 4
@@ -121,9 +124,16 @@ class GradcheckResult:
             labels = ["|f(x+hv)-f(x)|", "|f(x+hv)-f(x)-hgv|", "|...-h^2/2 v'Hv|"][:self.order + 1]
             rows.append(f"{'h':>10}" + "".join(f" {label:>20}" for label in labels))
             finite = self.finite if self.finite is not None else np.ones(len(self.steps), bool)
+            main = self.remainders[self.order]
             for i, h in enumerate(self.steps):
-                note = "" if self.fitted[i] else ("  (f(x+hv) not finite, not fitted)" if not finite[i]
-                                                   else "  (roundoff, not fitted)")
+                if self.fitted[i]:
+                    note = ""
+                elif not finite[i]:
+                    note = "  (f(x+hv) not finite, not fitted)"
+                elif self.roundoff is not None and self.fitted.any() and main[i] > self.roundoff[i]:
+                    note = "  (not fitted: the fit takes the smallest steps above roundoff)"
+                else:
+                    note = "  (roundoff, not fitted)"
                 rows.append(f"{h:10.1e}" + "".join(f" {r[i]:20.6e}" for r in self.remainders) + note)
         if self.message:
             rows.append(self.message)
@@ -197,7 +207,7 @@ def judge(result: GradcheckResult, min_order: float, eps: float, precision: np.d
         notes.append(_exact_note(exact, k))
         return
     if k == 2 and windows[1].sum() >= need:
-        first = _settled(steps, result.first_order, windows[1], 1.8)
+        first = _settled(steps, result.first_order, roundoff, windows[1], 1.8, 1)
         if first == FAIL:
             result.verdict, result.fitted = FAIL, windows[1]
             notes.append(f"first-order remainder falls like O(h^{slopes[1]:.2f}), not O(h^2): the gradient is "
@@ -210,7 +220,7 @@ def judge(result: GradcheckResult, min_order: float, eps: float, precision: np.d
         notes.append(f"cannot test: {where} above the roundoff of {precision.name} (eps {eps:.1e}) in the "
                      f"{_ORDINAL[k]}-order remainder: {_more_precision(precision)}")
         return
-    result.verdict = _settled(steps, result.remainders[k], windows[k], min_order)
+    result.verdict = _settled(steps, result.remainders[k], roundoff, windows[k], min_order, k)
     if result.verdict == PASS:
         # An error e in g v (v'Hv) adds h e (h^2/2 e) to the remainder: at the
         # smallest fitted step, one much below the remainder goes unseen.
@@ -238,7 +248,7 @@ def judge(result: GradcheckResult, min_order: float, eps: float, precision: np.d
         notes.append(f"cannot test: the {_ORDINAL[k]}-order remainder has not settled into a power of h at the "
                      f"steps above the roundoff of {precision.name} (slope {slopes[k]:.2f} over them, local slopes "
                      f"{', '.join(f'{t:.2f}' for t in tail)} at the smallest): higher-order terms still dominate "
-                     f"there. {_more_precision(precision)}")
+                     f"there: {_unsettled_advice(precision)}")
 
 
 def _window(steps: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -261,6 +271,8 @@ BLIND = 0.1
 #: The local slopes of the smallest fitted steps agree this closely when the
 #: remainder follows a power of h (the asymptotic regime of the Taylor test).
 SETTLED = 0.5
+#: "Far above roundoff": noise cannot make the slope between such steps.
+STRONG = 10.0
 
 
 def _local_slopes(steps: np.ndarray, remainder: np.ndarray, window: np.ndarray) -> list[float]:
@@ -270,15 +282,16 @@ def _local_slopes(steps: np.ndarray, remainder: np.ndarray, window: np.ndarray) 
     return [float((logs_r[i] - logs_r[i + 1]) / (logs_h[i] - logs_h[i + 1])) for i in range(len(where) - 1)]
 
 
-def _settled(steps: np.ndarray, remainder: np.ndarray, window: np.ndarray, min_order: float) -> str:
+def _settled(steps: np.ndarray, remainder: np.ndarray, roundoff: np.ndarray, window: np.ndarray,
+             min_order: float, order: int) -> str:
     """The verdict from the remainder's slopes over ``window`` and over its
     MIN_FITTED smallest steps (the most asymptotic ones), whose local
     slopes agree within SETTLED when the remainder follows a power of h:
     PASS when the smallest steps fall with slope >= min_order, settled or
-    confirmed by the whole window; FAIL when both fall more slowly and the
-    smallest steps are settled (a wrong derivative's power law); CANNOT
-    TEST otherwise (larger steps' higher-order terms, which can make any
-    slope, still dominate)."""
+    confirmed by the whole window; FAIL when the window falls more slowly
+    and the smallest steps, settled, each fall closer to a wrong
+    derivative's O(h^order) than to O(h^(order+1)); CANNOT TEST otherwise (larger steps'
+    higher-order terms, which can make any slope, still dominate)."""
     tail = np.zeros(len(steps), bool)
     tail[np.flatnonzero(window)[-MIN_FITTED:]] = True
     overall, smallest = _slope(steps, remainder, window), _slope(steps, remainder, tail)
@@ -286,7 +299,14 @@ def _settled(steps: np.ndarray, remainder: np.ndarray, window: np.ndarray, min_o
     settled = max(local) - min(local) <= SETTLED
     if smallest >= min_order and (settled or overall >= min_order):
         return PASS
-    if smallest < min_order and overall < min_order and settled:
+    if overall < min_order and settled and max(local) < order + 0.5:
+        return FAIL
+    # A decade (or more) between the two smallest steps, both far above
+    # roundoff: its slope alone is a measurement (float64's decades, where a
+    # small error takes over from the h^(order+1) term only at the last step).
+    last = np.flatnonzero(window)[-2:]
+    if (overall < min_order and local[-1] < order + 0.5 and np.log10(steps[last[0]] / steps[last[1]]) >= 1 - 1e-9
+            and np.all(remainder[last] > STRONG * roundoff[last])):
         return FAIL
     return CANNOT_TEST
 
@@ -312,6 +332,12 @@ def _exact_note(degree: int, order: int) -> str:
                 "every step) and v'Hv = 0, but a zero second derivative checks no Hessian; test it where f curves")
     return ("f is quadratic along v: f(x+hv) - f(x) - h g v equals h^2/2 v'Hv to roundoff at every step, so "
             "v'Hv is exact; there is no convergence order to measure (no second-order slope)")
+
+
+def _unsettled_advice(precision: np.dtype) -> str:
+    if precision == np.float64:
+        return "try other steps (steps=...), another direction (seed=...) or another x0"
+    return _more_precision(precision)
 
 
 def _more_precision(precision: np.dtype) -> str:

@@ -25,8 +25,8 @@ remainders use ``d``).
 Precision.  The remainders are compared with the roundoff level of the
 outputs (``eps`` of their dtype times the size of the weighted terms, at x
 and at x+hv); steps whose remainder is not above it are not fitted.  The
-default steps follow the precision: 1e-1 ... 1e-5 for float64 (1e-1 ...
-1e-4 for order 2); for float32 and float16 a finer ladder of larger steps.
+default steps follow the precision: 1e-1 ... 1e-5 for float64 (half
+decades 1e-1 ... 10^-3.5 for order 2); for float32 and float16 a finer ladder of larger steps.
 float32 and float16 inputs of a function (or an op type) the test builds
 itself are evaluated in float64 where f accepts it (``promote=True``; the
 result's ``dtype`` says which precision was tested): the formula of the
@@ -88,8 +88,9 @@ from bridge.framework.graph import Output
 from bridge.framework.indexed_slices import convert_to_tensor
 from bridge.framework.session import Session
 from .check_plot import write_plot
-from .check_verdict import (CANNOT_TEST, CONSTANT, DEFAULT_STEPS, FAIL, LINEAR, NOISE_FACTOR, PASS, QUADRATIC,
-                            ROUNDOFF_ULPS, GradcheckResult, default_steps, judge, stopped)
+from .check_verdict import (CANNOT_TEST, CONSTANT, DEFAULT_STEPS, FAIL, LINEAR, NOISE_FACTOR,
+                            NOT_TWICE_DIFFERENTIABLE, PASS, QUADRATIC, ROUNDOFF_ULPS, GradcheckResult,
+                            default_steps, judge, stopped)
 from .check_problem import Problem
 from .jacobian_check import JacobianCheck, compare_jacobians, compute_gradient
 
@@ -138,9 +139,24 @@ def gradcheck(f: Any, x0: Any, *, order: int = 1, steps: Optional[Sequence[float
     rng = np.random.default_rng(seed)
     problem = Problem(f, x0, x, feed_dict, session, attrs, promote=promote)
     try:
-        return _check(problem, order, steps, rng, direction, plot, min_order, names, output_names)
+        result = _check(problem, order, steps, rng, direction, plot, min_order, names, output_names)
     finally:
         problem.close()
+    note = _precision_note(problem, result.dtype)
+    if note:
+        result.message = f"{result.message}\n{note}" if result.message else note
+    return result
+
+
+def _precision_note(problem: Problem, dtype: str) -> str:
+    """Which precision a float32 or float16 x0 was tested at, and why."""
+    if problem.promote_error:
+        first = problem.promote_error.splitlines()[0][:200]
+        return f"evaluated in {dtype}: f does not accept float64 ({first})"
+    if problem.promoted:
+        return (f"evaluated in {dtype}: x0 is {_low_dtypes(problem)}, and f accepts {dtype} "
+                "(promote=False tests f at x0's precision)")
+    return ""
 
 
 def _precision(problem: Problem) -> np.dtype:
@@ -192,7 +208,7 @@ def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: 
     try:
         grads, hvs = _derivatives(problem, weights, v, order)
     except LookupError as exc:  # order 2: an op of the gradient has no gradient itself
-        return stopped(CANNOT_TEST, f"cannot test the Hessian: the gradient of f is not differentiable: {exc}",
+        return stopped(CANNOT_TEST, f"{NOT_TWICE_DIFFERENTIABLE}: {exc}",
                         steps_arr, order, dtype_name)
     live = [t for t in grads + hvs if t is not None]
     values = iter(problem.run(live, x0))
@@ -247,9 +263,6 @@ def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: 
                              second_order=rem[2] if order == 2 else None, second_directional_derivative=vhv,
                              roundoff=roundoff, dtype=dtype_name)
     notes = [skipped] if skipped else []
-    if problem.promoted:
-        notes.append(f"evaluated in {dtype_name}: x0 is {_low_dtypes(problem)}, and f accepts {dtype_name} "
-                     f"(promote=False tests f at x0's precision)")
     if finite.sum() < 2:
         notes.append(f"cannot test: {skipped}; fewer than two steps are left: try smaller steps")
     else:
