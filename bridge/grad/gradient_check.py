@@ -248,8 +248,10 @@ def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: 
             curve = h * _dot(hv0, [2 * a - h * b for a, b in zip(d, v)])
             rem[2, i] = abs(fh - f0 - step - curve / 2)
         sizes[i] = size_h
-    # The noise measured near x, scaled to the outputs' size at each step.
-    noise = _noise(problem, weights, start, v, precision) * (size0 + sizes) / (2 * max(size0, tiny))
+    # The noise measured near x, scaled to the outputs' size at each step (at most 100-fold: f(x) near
+    # 0 has no size to scale from, and the ulps of the outputs' size bound the rest).
+    growth = np.clip((size0 + sizes) / (2 * size0), 1.0, 100.0) if size0 > 0 else 1.0
+    noise = _noise(problem, weights, start, v, precision) * growth
     ulps = ROUNDOFF_ULPS[eps <= 1e-15] * eps * (size0 + sizes)
     roundoff = np.maximum(np.maximum(NOISE_FACTOR * noise, ulps), tiny)
     finite = np.isfinite(rem[0])

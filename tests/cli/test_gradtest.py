@@ -324,38 +324,42 @@ def test_a_float32_op_passes_on_the_default_samples(softplus32):
     assert _tested_folder(out, "JlSoftplus32") == str(softplus32.resolve())
 
 
-def test_a_copied_folder_is_the_one_tested(softplus32, tmp_path):
+def test_a_copied_folder_is_the_one_tested(scaffold, tmp_path):
     """Issue 36: after cp -r and a wrong gradient in the copy, gradtest of the copy tested the
     original (its build, a cache hit, held a gradtest.py naming the original) and said PASS."""
-    copy = tmp_path / "softplus32_v2"
-    shutil.copytree(softplus32, copy)
-    (copy / "jl_softplus32.jl").write_text(SOFTPLUS32_JL.replace("gx .= gy ./", "gx .= 2 .* gy ./"))
-    builds = sorted(p.name for p in (softplus32 / "build").iterdir() if p.is_dir())
+    key = customop.build(scaffold).parent.name
+    copy = tmp_path / "jl_square_v2"
+    shutil.copytree(scaffold, copy)
+    source = (scaffold / "jl_square.jl").read_text()
+    (copy / "jl_square.jl").write_text(source.replace("grad_x .= 2 .* x", "grad_x .= 3 .* x"))
+    builds = sorted(p.name for p in (scaffold / "build").iterdir() if p.is_dir())
     proc = _gradtest(copy)
     out = _no_traceback(proc)
     assert proc.returncode == 1, out
-    assert _tested_folder(out, "JlSoftplus32") == str(copy.resolve())
-    assert "JlSoftplus32: gradcheck FAIL: first-order slope 1.0" in out
+    assert _tested_folder(out, "JlSquare") == str(copy.resolve())
+    assert "JlSquare: gradcheck FAIL: first-order slope 1.0" in out
     # The copy's build was the original's, copied (the key depends on the spec): no rebuild.
     assert sorted(p.name for p in (copy / "build").iterdir() if p.is_dir()) == builds
     # Its gradtest.py, run directly, tests the copy too; the original still passes.
-    script = copy / "build" / builds[0] / "gradtest.py"
+    script = copy / "build" / key / "gradtest.py"
     proc = _python(str(script))
     out = _no_traceback(proc)
-    assert proc.returncode == 1 and _tested_folder(out, "JlSoftplus32") == str(copy.resolve()), out
-    proc = _gradtest(softplus32)
-    assert proc.returncode == 0 and _tested_folder(proc.stdout, "JlSoftplus32") == str(softplus32.resolve())
+    assert proc.returncode == 1 and _tested_folder(out, "JlSquare") == str(copy.resolve()), out
+    proc = _gradtest(scaffold)
+    assert proc.returncode == 0 and _tested_folder(proc.stdout, "JlSquare") == str(scaffold.resolve())
 
 
-def test_a_gradtest_script_refuses_a_folder_whose_spec_changed(softplus32, tmp_path):
+def test_a_gradtest_script_refuses_a_folder_whose_spec_changed(scaffold, tmp_path):
+    key = customop.build(scaffold).parent.name
     copy = tmp_path / "changed"
-    shutil.copytree(softplus32, copy)
-    (copy / "custom_op.txt").write_text(SOFTPLUS32_SPEC + "# a comment changes the spec's text\n")
-    script = next((copy / "build").glob("*/gradtest.py"))
+    shutil.copytree(scaffold, copy)
+    spec = copy / "custom_op.txt"
+    spec.write_text(spec.read_text() + "# a comment changes the spec's text\n")
+    script = copy / "build" / key / "gradtest.py"
     proc = _python(str(script))
     out = _no_traceback(proc)
     assert proc.returncode == 2, out
-    assert (f"gradtest JlSoftplus32: {copy.resolve() / 'custom_op.txt'} has changed since this script was "
+    assert (f"gradtest JlSquare: {copy.resolve() / 'custom_op.txt'} has changed since this script was "
             f"generated (from {script.parent / 'custom_op.txt'}): run `tfbridge gradtest {copy.resolve()}`") in out
 
 

@@ -104,6 +104,14 @@ def test_linear_functions_pass_at_roundoff() -> None:
     assert wrong.verdict == "FAIL" and wrong.slope_first == pytest.approx(1.0, abs=0.1)
 
 
+def test_a_zero_gradient_at_a_minimum_passes() -> None:
+    """g v = 0: the remainder is all curvature, O(h^2); no relative resolution to speak of."""
+    result = gradcheck(lambda x: x * x, np.zeros(3))
+    assert result.verdict == "PASS" and result.slope_first == pytest.approx(2.0, abs=0.05)
+    assert result.directional_derivative == 0.0 and result.resolution == np.inf
+    assert "cannot see" not in result.message
+
+
 def test_a_constant_function_is_reported_as_such_and_does_not_pass() -> None:
     result = gradcheck(lambda x: ops.stop_gradient(x) * 0.0 + 2.0, X0)
     assert result.verdict == "CONSTANT" and not result.passed
