@@ -98,6 +98,7 @@ __all__ = ["gradcheck", "GradcheckResult", "compute_gradient", "compare_jacobian
            "default_steps", "write_plot", "PASS", "FAIL", "LINEAR", "QUADRATIC", "CONSTANT", "CANNOT_TEST",
            "DEFAULT_STEPS"]
 
+
 def _where_not_finite(value: np.ndarray) -> str:
     """'2 of 4 values (nan at index (1,))': where ``value`` holds NaN or Inf."""
     bad = ~np.isfinite(value)
@@ -123,10 +124,11 @@ def gradcheck(f: Any, x0: Any, *, order: int = 1, steps: Optional[Sequence[float
     with slope >= ``min_order`` (default k + 0.8); LINEAR (order 1) or
     QUADRATIC (order 2), which pass too, saying so, when it sits at roundoff
     for every step while the one below moves; CONSTANT (and LINEAR at
-    order 2) when f does not move (or curve) along v; FAIL for a slower
-    slope or a non-finite gradient; CANNOT TEST when x0 or f(x0) is not
-    finite, too few steps rise above roundoff, or (order 2) the gradient
-    has no gradient.  ``names`` and ``output_names`` name the arrays of x0
+    order 2) when f does not move (or curve) along v; FAIL when it falls
+    like a wrong derivative's O(h^k), or the gradient (H v) is not finite;
+    CANNOT TEST when x0 or f(x0) is not finite, too few steps rise above
+    roundoff or the remainder has not settled where they do, or (order 2)
+    the gradient has no gradient.  ``names`` and ``output_names`` name the arrays of x0
     and f's float outputs in the messages (default ``x0[i]`` and the
     outputs' tensor names).  ``promote`` (default True) evaluates a float32,
     float16 or complex64 x0 at double precision where f is a function or an
@@ -185,7 +187,7 @@ def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: 
     for name, value in zip(names, problem.x0):
         if not np.all(np.isfinite(value)):
             return stopped(CANNOT_TEST, f"cannot test: input {name} is not finite: {_where_not_finite(value)}",
-                            steps_arr, order, dtype_name)
+                           steps_arr, order, dtype_name)
     out_names = [y.name for y in problem.ys] if output_names is None else [str(n) for n in output_names]
     if len(out_names) != len(problem.ys):
         raise ValueError(f"gradcheck: {len(out_names)} output_names for {len(problem.ys)} float outputs")
@@ -194,7 +196,7 @@ def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: 
     bad = _first_non_finite(out_names, y0)
     if bad:
         return stopped(CANNOT_TEST, f"cannot test: output {bad} at x0; test f at inputs where it is finite",
-                        steps_arr, order, dtype_name)
+                       steps_arr, order, dtype_name)
     weights = _weights(problem.ys, y0, rng)
     if direction is None:
         v = [_random(rng, x.shape, x.dtype) for x in problem.x0]
@@ -207,9 +209,9 @@ def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: 
     v = [_wide(d) for d in v]
     try:
         grads, hvs = _derivatives(problem, weights, v, order)
-    except LookupError as exc:  # order 2: an op of the gradient has no gradient itself
+    except _NotTwiceDifferentiable as exc:
         return stopped(CANNOT_TEST, f"{NOT_TWICE_DIFFERENTIABLE}: {exc}",
-                        steps_arr, order, dtype_name)
+                       steps_arr, order, dtype_name)
     live = [t for t in grads + hvs if t is not None]
     values = iter(problem.run(live, x0))
     g0 = [np.zeros(x.shape) if t is None else _wide(next(values)) for x, t in zip(x0, grads)]
@@ -332,8 +334,15 @@ def _derivatives(problem: Problem, weights: list[np.ndarray], v: list[np.ndarray
                     terms = [t if t.dtype == dtypes.float64 else _op("Cast", [t], {"DstT": dtypes.float64})
                              for t in terms]
                 gv = terms[0] if len(terms) == 1 else _op("AddN", [terms])
-                hvs = [None if h is None else convert_to_tensor(h) for h in gradients([gv], problem.xs)]
+                try:
+                    hvs = [None if h is None else convert_to_tensor(h) for h in gradients([gv], problem.xs)]
+                except LookupError as exc:  # an op of the gradient has no gradient itself
+                    raise _NotTwiceDifferentiable(str(exc)) from exc
     return grads, hvs
+
+
+class _NotTwiceDifferentiable(Exception):
+    """The gradient of f has no gradient (order 2 only: order 1's LookupError is the caller's)."""
 
 
 def _weights(ys: list[Output], y0: list[np.ndarray], rng: np.random.Generator) -> list[Optional[np.ndarray]]:

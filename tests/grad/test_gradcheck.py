@@ -372,3 +372,13 @@ def test_a_gradient_without_a_gradient_cannot_test_the_hessian() -> None:
     assert result.verdict == "CANNOT TEST" and not result.passed and not result.evaluated
     assert result.message.startswith("cannot test the Hessian: the gradient of f is not differentiable: ")
     assert "'TestNoSuchGradient'" in result.message
+
+
+def test_an_f_without_a_gradient_raises_at_any_order() -> None:
+    """No gradient at all is the caller's error, as before, not a verdict about the Hessian."""
+    def build(x):
+        with bridge.get_default_graph().gradient_override_map({"Sin": "TestNoSuchGradient"}):
+            return ops.sin(x)
+    for order in (1, 2):
+        with pytest.raises(LookupError, match="'TestNoSuchGradient'"):
+            gradcheck(build, X0, order=order)
