@@ -8,7 +8,7 @@
                                         are built in parallel, one line per op; --image then builds
                                         Julia's system image for these ops (as julia build-image --ops)
     tfbridge customop stub DIR          print Julia (or Fortran) skeletons for the spec's functions
-    tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
+    tfbridge gradtest DIR [--order 2] [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
     tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
                                         serve one task of a TensorFlow cluster until SIGTERM/SIGINT
@@ -20,7 +20,8 @@
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
-gradtest exits 0 on PASS (or LINEAR), 1 on FAIL and 2 when the test cannot run.
+gradtest exits 0 on PASS (or LINEAR; QUADRATIC with --order 2), 1 on FAIL and 2 when the test
+cannot run or cannot tell (CANNOT TEST, CONSTANT).
 """
 from __future__ import annotations
 
@@ -167,7 +168,8 @@ def _gradtest(args: argparse.Namespace) -> int:
     script = build(args.dir).parent / "gradtest.py"
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
     given = ([] if args.inputs is None else ["--inputs", args.inputs]) + [f"--input={v}" for v in args.input]
-    return subprocess.call([sys.executable, str(script), "--plot", plot, *given])
+    # The script of DIR's own build: it tests the folder it sits in (a copy's build tests the copy).
+    return subprocess.call([sys.executable, str(script), "--plot", plot, "--order", str(args.order), *given])
 
 
 def _julia_build_image(args: argparse.Namespace) -> int:
@@ -383,6 +385,8 @@ def _parser() -> argparse.ArgumentParser:
                                         "write the log-log convergence plot.")
     p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt and the Julia file")
     p.add_argument("--plot", metavar="PATH", help="where to write the plot (default: DIR/gradcheck.png)")
+    p.add_argument("--order", type=int, choices=(1, 2), default=1,
+                   help="1: test the gradient (default); 2: the Hessian too (the gradient op's own gradient)")
     p.add_argument("--inputs", metavar="FILE",
                    help="values for the op's inputs and attributes: an .npz of arrays named like them, or a "
                         ".py file defining them (the others keep their random samples)")

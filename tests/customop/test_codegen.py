@@ -40,7 +40,7 @@ def _outputs(case: str) -> dict[str, str]:
     if case == "TwoLayer":  # the other files vary less with the spec: one case pins them
         out["CMakeLists.txt"] = codegen.cmake_lists(spec)
         out["two_layer.jl"] = codegen.julia_stub(spec)
-        out["gradtest.py"] = codegen.gradtest_script(spec, "ops/two_layer")
+        out["gradtest.py"] = codegen.gradtest_script(spec)
     return out
 
 
@@ -202,7 +202,7 @@ def _generation_seconds(spec_text: str) -> float:
     codegen.cmake_lists(spec)
     codegen.entries_source(spec)
     codegen.julia_stub(spec)
-    codegen.gradtest_script(spec, "/ops/Many")
+    codegen.gradtest_script(spec)
     return time.process_time() - started
 
 
