@@ -142,8 +142,13 @@ def _load_entry(entry: Path) -> dict | None:
     except (OSError, EOFError, pickle.UnpicklingError):
         return None
     # Files paths were recorded under the folder the entry was created in; the
-    # cache may have moved since (a renamed checkout, a copied CI cache).
-    return _rebase(stored["response"], stored["files_dir"], str(entry / "files"))
+    # cache may have moved since (a renamed checkout, a copied CI cache).  A
+    # script may have recorded them resolved (a cache root reached through a
+    # symbolic link): those are re-rooted too.
+    recorded = Path(stored["files_dir"])
+    resolved = Path(os.path.realpath(recorded.parent.parent)) / recorded.parent.name / recorded.name
+    response = _rebase(stored["response"], str(recorded), str(entry / "files"))
+    return _rebase(response, str(resolved), str(entry / "files")) if resolved != recorded else response
 
 
 def _stderr_tail(text: str, limit: int = 6000) -> str:
