@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-image gfortran julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup tf-keras julia julia-image gfortran julia-packages demo test test-quick fuzz bench contract clean
 
 # Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -30,7 +30,7 @@ JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
-setup: $(STAMP) julia gfortran julia-image
+setup: $(STAMP) tf-keras julia gfortran julia-image
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
@@ -38,6 +38,16 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[test,plot]'
 	@touch $@
+
+# Stock TF's TF1 layers.batch_normalization, which tests/oracle/nn_layers.py
+# runs, lives in tf-keras.  It is installed without its dependencies: it asks
+# for the `tensorflow` wheel, which would replace tensorflow-cpu, and that is
+# all it asks for.  Its version follows the installed TensorFlow's.
+tf-keras: $(STAMP)
+	@$(PY) -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tf_keras") is None)' || { \
+	  tf=$$($(PY) -c 'import importlib.metadata as m; d = m.packages_distributions().get("tensorflow"); print(m.version(d[0]) if d else "")'); \
+	  if [ -n "$$tf" ]; then echo ">> installing tf-keras for TensorFlow $$tf (the test oracle's TF1 layers)"; \
+	    $(PY) -m pip install -q --no-deps "tf-keras~=$${tf%.*}.0"; fi; }
 
 # Julia 1.5+ with its embedding headers and working exceptions
 # (julia/install-julia.sh: Debian bullseye's packages where none is found).
