@@ -70,18 +70,21 @@ gfortran:
 julia-image: $(STAMP) julia
 	@$(PY) -m bridge.cli julia build-image
 
-# ForwardDiff for examples/twolayer and the package tests: from the depot
-# above, else Julia's default environment, else Pkg.add from Julia's registry;
-# where none works, the example uses its analytic Jacobian and says why, and
-# the package tests are skipped saying how to get the packages.
+# ForwardDiff for examples/twolayer, and with SpecialFunctions and StaticArrays
+# for the package tests (tests/julia/test_packages.py): from the depot above,
+# else Julia's default environment, else Pkg.add from Julia's registry; where
+# none works, the example uses its analytic Jacobian and says why, and the
+# package tests are skipped saying how to get the packages (on CI, CI=true,
+# they fail instead: tests/conftest.py).
+JULIA_TEST_PACKAGES := "ForwardDiff", "SpecialFunctions", "StaticArrays"
 julia-packages: julia $(if $(filter $(JULIA_DEPOT_MIRROR),$(TFBRIDGE_JULIA_DEPOT)),$(JULIA_DEPOT_MIRROR)/.mirror-of)
 	@if [ -n "$$TFBRIDGE_JULIA_DEPOT" ]; then :; \
-	elif $(JULIA) --startup-file=no -e 'exit(Base.find_package("ForwardDiff") === nothing)'; then :; \
-	else echo ">> ForwardDiff not found: installing it into Julia's default environment with Pkg.add (Julia's registry)"; \
+	elif $(JULIA) --startup-file=no -e 'exit(any(p -> Base.find_package(p) === nothing, [$(JULIA_TEST_PACKAGES)]))'; then :; \
+	else echo ">> ForwardDiff, SpecialFunctions or StaticArrays not found: installing them into Julia's default environment with Pkg.add (Julia's registry)"; \
 	  mkdir -p build; \
-	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add("ForwardDiff")' >build/pkg-add.log 2>&1; then \
-	    echo ">> ForwardDiff installed"; \
-	  else echo ">> could not install ForwardDiff: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
+	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add([$(JULIA_TEST_PACKAGES)])' >build/pkg-add.log 2>&1; then \
+	    echo ">> ForwardDiff, SpecialFunctions and StaticArrays installed"; \
+	  else echo ">> could not install them: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
 	    echo ">> so examples/twolayer uses its analytic Jacobian, and the Julia package tests are skipped"; fi; \
 	fi
 

@@ -10,6 +10,9 @@
    ``tests/support`` (``from support.build import op_folder``).
 3. Fixtures: ``oracle`` (run_oracle), ``oracle_models`` (make_models'
    manifest, once per session) and ``fixtures_dir`` (its output folder).
+4. On CI (``CI=true``) a skip is a failure, unless it says the feature
+   cannot exist on this kind of machine (``support.ci.skip_unavailable``,
+   the ``unavailable_if`` mark): see tests/support/ci.py.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ for _path in (TESTS_DIR.parent, TESTS_DIR):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from support.ci import is_unavailable, on_ci, skip_unavailable  # noqa: E402
 from support.oracle import run_oracle  # noqa: E402
 
 # The oracle scripts import tensorflow: never collect them as tests.
@@ -79,3 +83,44 @@ def oracle_models() -> dict:
 def fixtures_dir(oracle_models: dict) -> Path:
     """Folder holding mlp.pb, conv.pb, strings.pb and saved_model/."""
     return Path(oracle_models["out_dir"])
+
+
+# --- skips on CI ------------------------------------------------------------------------------
+
+def _skip_reason(longrepr) -> str:
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        path, line, message = longrepr
+        return f"{path}:{line}: {message}"
+    return str(longrepr)
+
+
+def _fail_skip_on_ci(report, what: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = (f"{what} was skipped on CI (CI=true), whose machine `make test` set up in full: "
+                       f"{_skip_reason(report.longrepr)}\n"
+                       "A skip stays a skip on CI only where the feature cannot exist on this kind of machine "
+                       "(support.ci.skip_unavailable); anything else missing there is a broken set-up.")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("unavailable_if"):
+        if mark.args[0]:
+            skip_unavailable(mark.kwargs["reason"])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and not hasattr(report, "wasxfail") and on_ci()
+            and not (call.excinfo is not None and is_unavailable(call.excinfo.value))):
+        _fail_skip_on_ci(report, item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and on_ci():   # a whole module skipped: the same rule, and no exception to it
+        _fail_skip_on_ci(report, collector.nodeid)

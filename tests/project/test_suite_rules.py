@@ -7,14 +7,18 @@ configuration.
 from __future__ import annotations
 
 import ast
+import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
 from support import REPO, TESTS
+from support.ci import on_ci
 from support.threads import run_threads, run_threads_for
 
 
@@ -69,3 +73,90 @@ def test_run_threads_for_reraises_a_failed_check_and_stops_every_thread():
         run_threads_for(step, 4, seconds=60)
     assert time.monotonic() - start < 30, "the other threads went on after the failure"
     assert calls[2] == 5
+
+
+# ------------------------------------------------------------------ skips on CI
+
+_SKIPS = '''
+import pytest
+from support.ci import skip_unavailable
+
+def test_missing_tool():
+    pytest.skip("gfortran is not installed")
+
+@pytest.mark.skipif(True, reason="cannot compile custom ops: no cmake")
+def test_missing_toolchain():
+    pass
+
+def test_no_such_kernel():
+    skip_unavailable("Foo has no CPU kernel")
+
+@pytest.mark.unavailable_if(True, reason="needs 2 CPUs")
+def test_one_cpu():
+    pass
+
+@pytest.mark.unavailable_if(False, reason="needs 2 CPUs")
+def test_two_cpus():
+    pass
+'''
+
+
+def _outcomes(tmp_path: Path, ci: str | None) -> tuple[dict[str, str], subprocess.CompletedProcess]:
+    """{test name: "passed" | "failed" | "skipped"} of _SKIPS run with CI=ci (unset: None)."""
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    if ci is not None:
+        env["CI"] = ci
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(REPO)])
+    proc = _run_pytest(tmp_path, _SKIPS, "-p", "conftest", "--junit-xml", str(tmp_path / "report.xml"), env=env)
+    found = {}
+    for case in ElementTree.parse(tmp_path / "report.xml").iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        found[case.get("name")] = {"failure": "failed", "error": "failed", "skipped": "skipped"}.get(
+            kinds[0] if kinds else "", "passed")
+    return found, proc
+
+
+def test_on_ci_a_skip_fails_unless_the_feature_cannot_exist_there(tmp_path):
+    found, proc = _outcomes(tmp_path, "true")
+    assert found == {"test_missing_tool": "failed", "test_missing_toolchain": "failed",
+                     "test_no_such_kernel": "skipped", "test_one_cpu": "skipped",
+                     "test_two_cpus": "passed"}, proc.stdout + proc.stderr
+    assert ("test_it.py::test_missing_tool was skipped on CI (CI=true), whose machine `make test` set up in "
+            "full: " in proc.stdout), proc.stdout
+    assert "Skipped: gfortran is not installed" in proc.stdout, proc.stdout
+
+
+def test_off_ci_every_skip_is_a_skip(tmp_path):
+    found, proc = _outcomes(tmp_path, None)
+    assert found == {"test_missing_tool": "skipped", "test_missing_toolchain": "skipped",
+                     "test_no_such_kernel": "skipped", "test_one_cpu": "skipped",
+                     "test_two_cpus": "passed"}, proc.stdout + proc.stderr
+
+
+def test_on_ci_a_module_skipped_whole_fails(tmp_path):
+    env = dict(os.environ, CI="true", PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO)]))
+    proc = _run_pytest(tmp_path, "import pytest\npytest.skip('no Julia', allow_module_level=True)\n\n"
+                                 "def test_it():\n    pass\n", "-p", "conftest", env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr   # 2: an error during collection
+    assert "test_it.py was skipped on CI (CI=true)" in proc.stdout, proc.stdout
+
+
+def test_ci_values():
+    assert [on_ci({"CI": v}) for v in ("true", "True", "1", "yes", " true\n")] == [True] * 5
+    assert [on_ci(e) for e in ({}, {"CI": ""}, {"CI": "false"}, {"CI": "0"})] == [False] * 4
+
+
+def test_the_makefiles_pkg_fallback_installs_every_package_the_package_tests_load():
+    """Without a depot, `make julia-packages` installs with Pkg.add what
+    tests/julia/test_packages.py loads (ForwardDiff, and the packages of its
+    op environments), so that those tests run there rather than skip."""
+    makefile = (REPO / "Makefile").read_text()
+    line = next(line for line in makefile.splitlines() if line.startswith("JULIA_TEST_PACKAGES :="))
+    installed = set(re.findall(r'"(\w+)"', line))
+    recipe = makefile[makefile.index("\njulia-packages:"):]
+    recipe = recipe[:recipe.index("\n\n")]
+    assert "Pkg.add([$(JULIA_TEST_PACKAGES)])" in recipe and "[$(JULIA_TEST_PACKAGES)]))" in recipe, recipe
+    tree = ast.parse((TESTS / "julia" / "test_packages.py").read_text())
+    uuids = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["UUIDS"])
+    assert installed == {"ForwardDiff"} | set(ast.literal_eval(uuids)), installed
