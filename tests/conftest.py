@@ -124,3 +124,36 @@ def pytest_make_collect_report(collector: pytest.Collector):
     report = outcome.get_result()
     if report.skipped and on_ci():   # a whole module skipped: the same rule, and no exception to it
         _fail_skip_on_ci(report, collector.nodeid)
+
+
+# --- the gradient parity figure (tests/grad/test_parity.py) ------------------------------------
+
+def gradient_parity_summary(properties: list[dict]) -> str | None:
+    """One line from the ``gradient_parity`` properties of the parity tests: what was
+    compared by value (the parity figure), and apart from it what was not."""
+    if not properties:
+        return None
+    numeric = [p for p in properties if p["gradient_parity"].startswith("numeric")]
+    count = {kind: sum(p["gradient_parity"] == kind for p in properties)
+             for kind in ("structure", "raises", "no CPU kernel", "numeric, first order only",
+                          "numeric, first order; TF raises for the second")}
+    return (f"gradient parity: {len(numeric)} cases of {len({p['gradient_parity_op'] for p in numeric})} op types "
+            f"compared by value with stock TF ({sum(p['gradient_parity'] == 'numeric' for p in numeric)} to the "
+            f"second order; first order only: {count['numeric, first order only']} by choice, "
+            f"{count['numeric, first order; TF raises for the second']} where TF raises for the second); "
+            f"not counted as parity: {count['structure']} compared by structure only (no CPU kernel), "
+            f"{count['raises']} where both refuse the gradient, {count['no CPU kernel']} dtypes skipped "
+            "without a CPU kernel")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    properties = []
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            props = dict(getattr(report, "user_properties", ()))
+            if "gradient_parity" in props and (report.when == "call" or report.skipped):
+                properties.append(props)
+    line = gradient_parity_summary(properties)
+    if line:
+        terminalreporter.write_sep("-", "gradient parity")
+        terminalreporter.write_line(line)
