@@ -205,10 +205,10 @@ for name, config in [("pool", bridge.SessionConfig(inline_small_graphs=0)),
         before = julia.call_counts()
         for _ in range(10):
             outs = sess.run(ys[1:] + branches, {x: xv})
-            for out, w in zip(outs, want[1:] + [2 * k * xv + 1 for k in range(2, 6)]):
+            for out, w in zip(outs, want[1:] + [2 * k * xv + 1 for k in range(2, 6)], strict=True):
                 assert np.array_equal(out, w), (name, out, w)
         after = julia.call_counts()
-    counts[name] = [a - b for a, b in zip(after, before)]
+    counts[name] = [a - b for a, b in zip(after, before, strict=True)]
 print(json.dumps(counts))
 """
 

@@ -169,7 +169,7 @@ def test_the_layers_oracle_fails_without_tf_keras(tmp_path):
 def test_seeded_dense_equals_tensorflow_default_initialization(answers_random):
     # Same graph seed and construction order: TF's glorot_uniform draws the same kernels.
     got, want = answers_random
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

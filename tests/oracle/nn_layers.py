@@ -144,7 +144,7 @@ def eval_function(case: dict) -> dict | str:
             gvals = sess.run([g for g in grads if g is not None], feed)
         it = iter(gvals)
         return {"values": [np.asarray(v) for v in values],
-                "grads": {a: (None if g is None else np.asarray(next(it))) for a, g in zip(wrt, grads)}}
+                "grads": {a: (None if g is None else np.asarray(next(it))) for a, g in zip(wrt, grads, strict=True)}}
     except Exception as exc:  # noqa: BLE001
         return _common.error_string(exc)
 
@@ -214,7 +214,7 @@ def _run_layer(case: dict) -> dict:
             sess.run(updates, feed)
         after = {v.op.name.rsplit("/", 1)[-1]: sess.run(v) for v in variables}
     it = iter(gvals)
-    named = dict(zip(["x"] + short, grads))
+    named = dict(zip(["x"] + short, grads, strict=True))
     return {"values": [np.asarray(v) for v in values],
             "grads": {k: (None if g is None else np.asarray(next(it))) for k, g in named.items()},
             "variables": [v.op.name for v in variables], "trainable": [v.op.name for v in trainable],

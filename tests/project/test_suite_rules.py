@@ -160,3 +160,26 @@ def test_the_makefiles_pkg_fallback_installs_every_package_the_package_tests_loa
     uuids = next(node.value for node in tree.body if isinstance(node, ast.Assign)
                  and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["UUIDS"])
     assert installed == {"ForwardDiff"} | set(ast.literal_eval(uuids)), installed
+
+
+# ------------------------------------------------------------------ what the AST shows
+
+def test_every_zip_in_tests_is_strict():
+    """zip() stops at its shortest argument: results missing from one side would pass unseen."""
+    loose = [f"{path.relative_to(REPO)}:{node.lineno}" for path, tree in _trees().items() for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "zip"
+             and not any(k.arg == "strict" and isinstance(k.value, ast.Constant) and k.value.value is True
+                         for k in node.keywords)]
+    assert loose == [], f"zip(..., strict=True) wanted at {loose}"
+
+
+def test_no_dict_literal_in_tests_repeats_a_key():
+    """A repeated key keeps its last value: the case written first silently never runs."""
+    repeated = []
+    for path, tree in _trees().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = [ast.unparse(k) for k in node.keys if isinstance(k, ast.Constant)]
+                repeated += [f"{path.relative_to(REPO)}:{node.lineno}: key {k} repeated"
+                             for k in sorted({k for k in keys if keys.count(k) > 1})]
+    assert repeated == [], repeated
