@@ -32,6 +32,7 @@ for _path in (TESTS_DIR.parent, TESTS_DIR):
         sys.path.insert(0, str(_path))
 
 from support.ci import is_unavailable, on_ci, skip_unavailable  # noqa: E402
+from support.golden import GoldenUpdateRefused, update_requested  # noqa: E402
 from support.oracle import run_oracle  # noqa: E402
 
 # The oracle scripts import tensorflow: never collect them as tests.
@@ -100,6 +101,13 @@ def _fail_skip_on_ci(report, what: str) -> None:
                        f"{_skip_reason(report.longrepr)}\n"
                        "A skip stays a skip on CI only where the feature cannot exist on this kind of machine "
                        "(support.ci.skip_unavailable); anything else missing there is a broken set-up.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        update_requested()   # golden files are never rewritten on CI (tests/support/golden.py)
+    except GoldenUpdateRefused as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(tryfirst=True)

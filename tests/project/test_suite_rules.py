@@ -19,6 +19,7 @@ import pytest
 
 from support import REPO, TESTS
 from support.ci import on_ci
+from support.golden import update_requested
 from support.threads import run_threads, run_threads_for
 
 
@@ -183,3 +184,22 @@ def test_no_dict_literal_in_tests_repeats_a_key():
                 repeated += [f"{path.relative_to(REPO)}:{node.lineno}: key {k} repeated"
                              for k in sorted({k for k in keys if keys.count(k) > 1})]
     assert repeated == [], repeated
+
+
+# ------------------------------------------------------------------ golden files
+
+def test_golden_files_cannot_be_rewritten_on_ci(tmp_path):
+    env = dict(os.environ, CI="true", TFBRIDGE_UPDATE_GOLDEN="1", PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO)]))
+    proc = _run_pytest(tmp_path, "def test_it():\n    pass\n", "-p", "conftest", env=env)
+    assert proc.returncode == 4, proc.stdout + proc.stderr   # 4: a usage error, before any test ran
+    assert ("ERROR: TFBRIDGE_UPDATE_GOLDEN=1 on CI (CI=true): golden files are never rewritten there, or every "
+            "golden test would pass whatever the generators write. Rewrite them on your machine, review the diff "
+            "and commit it.\n") in proc.stderr, proc.stderr
+    assert update_requested(dict(TFBRIDGE_UPDATE_GOLDEN="1")) is True
+    assert update_requested(dict(TFBRIDGE_UPDATE_GOLDEN="0", CI="true")) is False
+
+
+def test_only_support_golden_reads_tfbridge_update_golden():
+    needle = '"TFBRIDGE_' + 'UPDATE_GOLDEN"'   # in two pieces, so that this file does not hold it
+    readers = sorted(str(path.relative_to(REPO)) for path in _python_files() if needle in path.read_text())
+    assert readers == ["tests/support/golden.py"], readers
