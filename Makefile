@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup tf-keras julia julia-image gfortran julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup tf-keras julia julia-image gfortran julia-packages demo test test-quick fuzz bench bench-check bench-goals contract clean
 
 # Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -119,6 +119,22 @@ fuzz: setup
 # Each benchmark prints its figure as a ratio to an anchor measured in the same run.
 bench: setup julia-packages
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
+
+# `make bench-check`: the same benchmarks, failing when one fails or when a figure misses
+# the goal printed beside it ("<figure>   (goal: <= 2x)": report() in bench/_common.py prints
+# them so, and bench/_common.py checks every such line of the logs in build/bench-logs).
+# BENCHES chooses the benchmarks, BENCH_LOGS the logs' folder; bench-goals runs them without the set-up.
+BENCHES ?= $(wildcard bench/bench_*.py)
+BENCH_LOGS ?= build/bench-logs
+bench-check: setup julia-packages bench-goals
+
+bench-goals:
+	@mkdir -p $(BENCH_LOGS); rm -f $(BENCH_LOGS)/*.log; status=0; \
+	for b in $(BENCHES); do echo "== $$b"; log=$(BENCH_LOGS)/$$(basename $$b .py).log; \
+	  ( $(PY) $$b 2>&1; echo "== exit $$?" ) | grep -v "^building \|oneDNN\|absl::InitializeLog" | tee $$log; \
+	  tail -n 1 $$log | grep -qx "== exit 0" || { echo ">> $$b failed"; status=1; }; \
+	done; \
+	$(PY) bench/_common.py $(BENCH_LOGS)/*.log || status=1; exit $$status
 
 # The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,
 # julia/contract.jl) from its table, bridge/julia/contract.py: run after

@@ -203,3 +203,35 @@ def test_only_support_golden_reads_tfbridge_update_golden():
     needle = '"TFBRIDGE_' + 'UPDATE_GOLDEN"'   # in two pieces, so that this file does not hold it
     readers = sorted(str(path.relative_to(REPO)) for path in _python_files() if needle in path.read_text())
     assert readers == ["tests/support/golden.py"], readers
+
+
+# ------------------------------------------------------------------ benchmarks' goals
+
+_FAKE_BENCH = '''
+import sys
+sys.path.insert(0, {bench!r})
+from _common import report
+report("Fake", [("cold build", float(sys.argv[1]), "s   (goal: <= 15 s)")], "fake / anchor", float(sys.argv[2]),
+       "<= 2x")
+print(f"  {{'own line':<48s}} {{float(sys.argv[3]):12.3f}}x   (goal: >= 1.8x, with 2 cores free)")
+print(f"  {{'no goal to check':<48s}} {{9.0:12.3f}}x   (goal: about 1x)")
+'''
+
+
+@pytest.mark.parametrize("figures, missed", [
+    (("12", "1.5", "1.9"), []),
+    (("16", "2.5", "1.2"), ["cold build = 16.00s, goal <= 15 s", "fake / anchor = 2.500x, goal <= 2x",
+                            "own line = 1.200x, goal >= 1.8x, with 2 cores free"]),
+], ids=["met", "missed"])
+def test_make_bench_check_fails_when_a_figure_misses_its_goal(tmp_path, figures, missed):
+    bench = tmp_path / "bench_fake.py"
+    bench.write_text(_FAKE_BENCH.format(bench=str(REPO / "bench")))
+    wrapper = tmp_path / "run.sh"   # the bench's figures come from the command line
+    wrapper.write_text(f"#!/bin/sh\ncase \"$1\" in *bench_fake.py) exec {sys.executable} \"$1\" {' '.join(figures)};;\n"
+                       f"*) exec {sys.executable} \"$@\";; esac\n")
+    wrapper.chmod(0o755)
+    proc = subprocess.run(["make", "-s", "bench-goals", f"BENCHES={bench}", f"PY={wrapper}",
+                           f"BENCH_LOGS={tmp_path / 'logs'}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    summary = [line for line in proc.stdout.splitlines() if line.startswith("GOAL MISSED: bench_fake: ")]
+    assert summary == [f"GOAL MISSED: bench_fake: {m}" for m in missed], proc.stdout + proc.stderr
+    assert (proc.returncode == 0) == (not missed), proc.stdout + proc.stderr
