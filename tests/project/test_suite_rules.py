@@ -235,3 +235,10 @@ def test_make_bench_check_fails_when_a_figure_misses_its_goal(tmp_path, figures,
     summary = [line for line in proc.stdout.splitlines() if line.startswith("GOAL MISSED: bench_fake: ")]
     assert summary == [f"GOAL MISSED: bench_fake: {m}" for m in missed], proc.stdout + proc.stderr
     assert (proc.returncode == 0) == (not missed), proc.stdout + proc.stderr
+
+
+def test_an_empty_parametrization_fails(tmp_path):
+    proc = _run_pytest(tmp_path, "import pytest\n\n@pytest.mark.parametrize('case', [])\n"
+                                 "def test_it(case):\n    pass\n")
+    assert proc.returncode == 2, proc.stdout + proc.stderr   # a collection error, not a skip
+    assert "Empty parameter set in 'test_it' at line 3" in proc.stdout, proc.stdout
