@@ -300,8 +300,8 @@ def test_eight_threads_at_once_give_right_results(mix, seconds):
             np.testing.assert_allclose(got_y, want[0], rtol=1e-12, err_msg=where)
             # r = x @ w: each element to 1e-12 of the sum of its terms' sizes (a relative
             # tolerance fails an element that cancels to near zero, by rounding alone).
-            np.testing.assert_allclose(got_r, want[1], rtol=0, atol=1e-12 * (np.abs(values[0]) @ np.abs(values[1])),
-                                       err_msg=where)
+            error, bound = np.abs(got_r - want[1]), 1e-12 * (np.abs(values[0]) @ np.abs(values[1]))
+            assert got_r.shape == (m,) and np.all(error <= bound), f"{where}: r off by {error.max()} (bound {bound})"
             np.testing.assert_allclose(got_gx, np.broadcast_to(values[1], (m, n)), rtol=1e-12, err_msg=where)
         run_threads_for(step, 8, seconds, seed=100)
 
