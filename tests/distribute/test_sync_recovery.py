@@ -206,7 +206,7 @@ def test_the_chief_notices_a_dead_worker_within_seconds_not_at_its_deadline(fres
     expected, expected_final = reference()
     assert final_step == STEPS
     np.testing.assert_array_equal(results[0], expected[0])
-    for got, want in zip(final, expected_final):
+    for got, want in zip(final, expected_final, strict=True):
         np.testing.assert_array_equal(got, want)
 
 
