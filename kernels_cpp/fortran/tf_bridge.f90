@@ -23,6 +23,7 @@ module tf_bridge
   use tf_bridge_to, only: tf_to_array
   use tf_bridge_view, only: tf_view
   use tf_bridge_alloc, only: tf_allocate
+  use tf_bridge_train, only: tf_trainer, tf_optimizer, tf_sgd, tf_adam, tf_trainer_create
   implicit none
   public
 end module tf_bridge

@@ -57,6 +57,13 @@ module tf_bridge_c
       import :: c_ptr
       type(c_ptr), value :: s
     end subroutine
+    ! void TF_SetStatus(TF_Status* s, TF_Code code, const char* msg);
+    subroutine TF_SetStatus_t(s, code, msg) bind(c)
+      import :: c_char, c_int, c_ptr
+      type(c_ptr), value :: s
+      integer(c_int), value :: code
+      character(kind=c_char), intent(in) :: msg(*)
+    end subroutine
     ! TF_Code TF_GetCode(const TF_Status* s);
     function TF_GetCode_t(s) bind(c)
       import :: c_int, c_ptr
@@ -448,6 +455,7 @@ module tf_bridge_c
 
   procedure(TF_NewStatus_t), pointer :: TF_NewStatus => null()
   procedure(TF_DeleteStatus_t), pointer :: TF_DeleteStatus => null()
+  procedure(TF_SetStatus_t), pointer :: TF_SetStatus => null()
   procedure(TF_GetCode_t), pointer :: TF_GetCode => null()
   procedure(TF_Message_t), pointer :: TF_Message => null()
   procedure(TF_NewGraph_t), pointer :: TF_NewGraph => null()
@@ -580,6 +588,7 @@ contains
     missing = ""
     call c_f_procpointer(symbol("TF_NewStatus"), TF_NewStatus)
     call c_f_procpointer(symbol("TF_DeleteStatus"), TF_DeleteStatus)
+    call c_f_procpointer(symbol("TF_SetStatus"), TF_SetStatus)
     call c_f_procpointer(symbol("TF_GetCode"), TF_GetCode)
     call c_f_procpointer(symbol("TF_Message"), TF_Message)
     call c_f_procpointer(symbol("TF_NewGraph"), TF_NewGraph)
