@@ -21,7 +21,7 @@ import pytest
 import bridge
 from bridge import fortran
 from bridge.framework._lib import library_paths
-from support.fortran import compile_program, run_program
+from support.fortran import compile_program, generator, run_program
 from support import REPO
 
 
@@ -43,17 +43,8 @@ TYPES = {
 }
 
 
-def _generator():
-    sys.path.insert(0, str(REPO / "kernels_cpp" / "fortran"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
-    return generate
-
-
 def test_generated_sources_are_current():
-    files = _generator().outputs()
+    files = generator().outputs()
     assert {p.name for p in files} == {"tf_bridge_c.f90", "tf_bridge_from.f90", "tf_bridge_to.f90",
                                        "tf_bridge_view.f90", "tf_bridge_alloc.f90"}
     for path, text in files.items():
@@ -88,7 +79,7 @@ def _normalized(prototype: str) -> str:
 def test_every_c_function_is_spelled_as_tensorflows_headers_declare_it():
     """c_functions.txt is what the Fortran interfaces come from: a wrong parameter
     type there would be a wrong call, found only by a crash."""
-    generate = _generator()
+    generate = generator()
     headers = _header_prototypes()
     functions = generate.c_functions()
     assert len(functions) > 50 and "TF_SessionRun" in headers
@@ -111,6 +102,24 @@ def test_tfbridge_fortran_flags_name_the_built_library_and_module():
     assert (include / fortran.MODULE).is_file() and (lib_dir / fortran.LIBRARY).is_file()
     assert "-ltf_bridge_fortran" in flags
     assert fortran.flags(quiet=True) == done.stdout.strip()
+
+
+def test_tfbridge_fortran_names_its_cmake_config_and_pkg_config_file():
+    """A checkout's (cached) build holds them too, beside the library the flags name."""
+    def query(option: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "bridge.cli", "fortran", option], capture_output=True,
+                              text=True, timeout=900, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+    prefix = Path(query("--prefix"))
+    assert f"-L{prefix}" in fortran.flags(quiet=True).split()
+    assert query("--cmake-dir") == str(prefix / "lib" / "cmake" / "tf_bridge")
+    assert query("--pkg-config-path") == str(prefix / "lib" / "pkgconfig")
+    config = (prefix / fortran.CMAKE_CONFIG).read_text()
+    assert "add_library(tf_bridge::tf_bridge SHARED IMPORTED)" in config
+    assert (prefix / fortran.CMAKE_CONFIG).with_name("tf_bridge-config-version.cmake").is_file()
+    pc = (prefix / fortran.PKG_CONFIG).read_text().splitlines()
+    assert "Libs: -L${libdir} -ltf_bridge_fortran -Wl,-rpath,${libdir}" in pc and "Cflags: -I${includedir}" in pc
 
 
 def test_tfbridge_fortran_without_a_compiler_says_how_to_get_one(tmp_path):

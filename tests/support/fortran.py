@@ -9,15 +9,19 @@ subprocesses with a time limit, TF's logging silenced.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 
 from bridge import fortran
+from . import REPO
 
 COMPILE_TIMEOUT = 300
 RUN_TIMEOUT = 120
@@ -58,3 +62,14 @@ def write_array(path: Path, array: np.ndarray, order: str = "C") -> None:
 
 def read_array(path: Path, dtype, shape, order: str = "C") -> np.ndarray:
     return np.frombuffer(path.read_bytes(), dtype=dtype).reshape(shape, order=order)
+
+
+def generator() -> ModuleType:
+    """kernels_cpp/fortran/generate.py (what writes the module's generated sources), imported."""
+    name = "tf_bridge_fortran_generate"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "kernels_cpp" / "fortran" / "generate.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module     # (its dataclasses look their module up there)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
