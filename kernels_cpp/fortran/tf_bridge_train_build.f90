@@ -375,9 +375,9 @@ contains
     inits(2) = assign(b, scope // "/init/beta2_power", powers(2)%handle, beta2, [c_ptr ::])
     state = powers
     do k = 1, size(vars)
+      ! m and v: both "<var>/Adam" made unique, as TF names slots (so v is <var>/Adam_1 in a fresh graph)
       state = [state, new_variable(b, scope, trim(vars(k)%name) // "/Adam", vars(k)%dtype, state, vars(k)%reads(1))]
-      state = [state, new_variable(b, scope, trim(vars(k)%name) // "/Adam_1", vars(k)%dtype, state, &
-           vars(k)%reads(1))]
+      state = [state, new_variable(b, scope, trim(vars(k)%name) // "/Adam", vars(k)%dtype, state, vars(k)%reads(1))]
       inits(1 + 2 * k) = assign(b, scope // "/init/" // trim(state(size(state) - 1)%key), &
            state(size(state) - 1)%handle, unary(b, "ZerosLike", scope // "/init/zeros_" // trim(vars(k)%name) &
            // "_m", vars(k)%reads(1)), [c_ptr ::])

@@ -7,10 +7,12 @@ checkpoint the trainer saves, the optimizer's slots and beta powers included,
 restored by bridge.train.Saver into the graph Python trained.  The loss is
 built ("mse" of the output y against a fed target) or a signature's output
 ("loss" of evaluate).  A stock TensorFlow TF1 SavedModel trains with SGD as
-numpy's arithmetic says; a TF2 export, bad arguments and bad feeds are
-statuses naming what is wrong."""
+numpy's arithmetic says; beside an Adam the export already holds, the
+checkpoint's names are those TF gives a second Adam; a TF2 export, bad
+arguments and bad feeds are statuses naming what is wrong."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ import pytest
 import bridge
 from bridge import ops
 from bridge.train import AdamOptimizer, GradientDescentOptimizer, Saver
+from support import REPO
 from support.fortran import compile_program, run_program
 
 STEPS = 50
@@ -179,6 +182,11 @@ contains
     call report("stepped", st)
     call tr%save_checkpoint("/nonexistent/dir/ckpt", st)
     call report("checkpoint_folder", st)
+    call tf_load_saved_model(m, dir // "_with_adam", st)     ! its graph has an Adam's variables already
+    call check(st)
+    call tf_trainer_create(tr, m, "serving_default", "mse", tf_adam(), st, output="y")
+    call check(st)
+    print '(a,*(1x,a))', "keys_beside_adam", (trim(tr%keys(i)), i = 1, size(tr%keys))
     print '(a)', "@@done"
   end subroutine
 
@@ -256,11 +264,23 @@ def built(tmp_path_factory) -> dict:
         sess.run(bridge.global_variables_initializer(g))
         bridge.saved_model.save(sess, folder / "export", {"serving_default": ({"x": x}, {"y": pred}),
                                                           "evaluate": ({"x": x, "y": y}, {"loss": loss})})
+    g, x, y, pred, loss = mlp()
+    with g.as_default():
+        AdamOptimizer(0.1).minimize(loss)
+    twice, _, _, _, twice_loss = mlp()
+    with twice.as_default():
+        AdamOptimizer(0.1).minimize(twice_loss)
+        before = {v.op.name for v in bridge.global_variables(twice)}
+        AdamOptimizer(0.1).minimize(twice_loss)      # what Python names a second Adam's variables
+        second = sorted({v.op.name for v in bridge.global_variables(twice)} - before)
+    with bridge.Session(g) as sess:
+        sess.run(bridge.global_variables_initializer(g))
+        bridge.saved_model.save(sess, folder / "export_with_adam", {"serving_default": ({"x": x}, {"y": pred})})
     xs, ys = batches()
     # Fortran reads xs(2,32,B), ys(1,32,B): numpy's C order, dimensions reversed.
     (folder / "data.bin").write_bytes(xs.tobytes() + ys.tobytes() + RATES.astype(np.float64).tobytes())
     (folder / "ckpt").mkdir()
-    return {"folder": folder, "exe": compile_program(PROGRAM, folder, "trainer")}
+    return {"folder": folder, "exe": compile_program(PROGRAM, folder, "trainer"), "second_adam": second}
 
 
 @pytest.fixture(scope="module")
@@ -371,3 +391,24 @@ def test_trainer_errors_are_statuses_naming_what_is_wrong(built, oracle):
     code, message = cases["checkpoint_folder"]
     assert code == 5 and message.startswith("save_checkpoint('/nonexistent/dir/ckpt'): run on "), message
     assert "only w1" in out.splitlines()
+    # Its keys do not collide with the Adam the graph holds: TF's names for a second Adam.
+    keys = next(line for line in out.splitlines() if line.startswith("keys_beside_adam")).split()[1:]
+    assert sorted(set(keys) - {"w1", "b1", "w2", "b2"}) == built["second_adam"]
+
+
+def test_the_readme_training_example_runs(built, python_adam, tmp_path):
+    """README "Training from Fortran": its program, as written, trains the export and saves a
+    checkpoint bridge.train.Saver restores into the graph Python trained."""
+    readme = (REPO / "README.md").read_text()
+    block, = [code for kind, code in re.findall(r"```(\w*)\n(.*?)```", readme, re.S)
+              if kind == "fortran" and "program online_training" in code]
+    exe = compile_program(block, tmp_path, "online_training")
+    printed = run_program(exe, str(built["folder"] / "export"), timeout=300)
+    loss = float(printed.split()[-1])
+    assert 0 <= loss < 0.01, printed
+    values = restored(python_adam["graph"], tmp_path / "trained")
+    assert set(values) == set(python_adam["values"])
+    power = np.float32(0.9)
+    for _ in range(300):                     # 0.9 to start with, times 0.9 after each step, in float32
+        power = np.float32(power * np.float32(0.9))
+    assert values["beta1_power"] == power

@@ -32,15 +32,17 @@ def require_gfortran() -> None:
         pytest.fail("gfortran is not installed: `make setup` installs it (apt-get install -y gfortran)")
 
 
-def compile_program(source: str, folder: Path, name: str = "prog", checked: bool = False) -> Path:
+def compile_program(source: str, folder: Path, name: str = "prog", checked: bool = False,
+                    optimize: str = "-O2") -> Path:
     """Compile one Fortran program against tf_bridge (built first if needed); the executable.
-    ``checked``: the program and the module with every gfortran run-time check (-fcheck=all)."""
+    ``checked``: the program and the module with every gfortran run-time check (-fcheck=all);
+    ``optimize``: the program's optimisation flag otherwise (-O0 compiles a long program fastest)."""
     require_gfortran()
     flags = fortran.flags(quiet=True, checked=checked).split()
     src = folder / f"{name}.f90"
     src.write_text(source)
     exe = folder / name
-    options = ["-fcheck=all", "-g", "-fbacktrace"] if checked else ["-O2"]
+    options = ["-fcheck=all", "-g", "-fbacktrace"] if checked else [optimize]
     done = subprocess.run([fortran.fortran_compiler(), *options, "-o", str(exe), str(src), *flags],
                           capture_output=True, text=True, timeout=COMPILE_TIMEOUT, cwd=folder)
     assert done.returncode == 0, f"gfortran failed on {src}:\n{done.stderr}"
