@@ -162,6 +162,16 @@ contains
       return
     end if
     who = "step('" // trim(self%signature) // "')"
+    if (len_trim(self%target) == 0 .and. present(target)) then
+      call set_status(st, TF_INVALID_ARGUMENT, who // ": the loss '" // trim(self%loss) &
+           // "' is an output of the signature: it takes no target")
+      return
+    end if
+    if (len_trim(self%target) > 0 .and. .not. present(target)) then
+      call set_status(st, TF_INVALID_ARGUMENT, who // ": the loss 'mse' of '" // trim(self%output) &
+           // "' needs a target (target=)")
+      return
+    end if
     if (.not. signature_feeds(self%model, self%signature, input_keys, inputs, feeds, who, st)) return
     n = size(inputs)
     values(1:n) = inputs
@@ -170,17 +180,12 @@ contains
     rate = real(self%optimizer%learning_rate, c_float)      ! float32, as TF makes a Python float
     call tf_tensor_from(values(n), rate, st, copy=.true.)
     if (len_trim(self%target) > 0) then
-      if (.not. present(target)) then
-        call set_status(st, TF_INVALID_ARGUMENT, who // ": the loss 'mse' of '" // trim(self%output) &
-             // "' needs a target (target=)")
-        return
-      end if
       if (.not. c_associated(target%handle)) then
         call set_status(st, TF_FAILED_PRECONDITION, who // ": the target is an empty tensor")
         return
       end if
       if (.not. resolve(self%model, self%target, where, who, st)) return
-      if (.not. feed_fits(self%model, "target (of output '" // trim(self%output) // "')", where, target, st)) then
+      if (.not. feed_fits(self%model, "target", where, target, st)) then
         st%message = who // ": " // st%message(len("run: ") + 1:)
         return
       end if

@@ -139,6 +139,7 @@ contains
     type(tf_tensor) :: x(1), t, wrong
     real(c_float), target :: xs(2, 3), ts(1, 3), bad(3, 1)
     character(len=1024) :: tf2_dir
+    real(c_double) :: losses(3)
     integer :: i
     call get_command_argument(3, tf2_dir)
     xs = 1; ts = 0; bad = 0
@@ -182,6 +183,19 @@ contains
     call report("stepped", st)
     call tr%save_checkpoint("/nonexistent/dir/ckpt", st)
     call report("checkpoint_folder", st)
+    ! A checkpoint taken, two steps, the checkpoint restored: the next step is the first one again.
+    call tr%save_checkpoint("ckpt/roundtrip", st)
+    call check(st)
+    call tr%step(["x"], x, st, target=t, loss=losses(1))
+    call tr%step(["x"], x, st, target=t, loss=losses(2))
+    call tr%restore_checkpoint("ckpt/roundtrip", st)
+    call report("restored", st)
+    call tr%step(["x"], x, st, target=t, loss=losses(3))
+    print '(a,3(1x,z16))', "roundtrip", losses
+    call tf_trainer_create(tr, m, "evaluate", "loss", tf_sgd(0.1d0), st)
+    call check(st)
+    call tr%step(["x", "y"], [x(1), x(1)], st, target=t)
+    call report("target_for_a_signature_loss", st)
     call tf_load_saved_model(m, dir // "_with_adam", st)     ! its graph has an Adam's variables already
     call check(st)
     call tf_trainer_create(tr, m, "serving_default", "mse", tf_adam(), st, output="y")
@@ -368,11 +382,14 @@ EXPECTED = {
                        "into a function call"),
     "made": (0, ""),
     "no_target": (3, "step('serving_default'): the loss 'mse' of 'y' needs a target (target=)"),
-    "target_shape": (3, "step('serving_default'): 'target (of output 'y')' has the shape [?,1] (TensorFlow's "
-                        "order, ? any size); it cannot be fed [1,3]; a Fortran array has its dimensions reversed "
-                        "in TensorFlow unless transpose=.true."),
+    "target_shape": (3, "step('serving_default'): 'target' has the shape [?,1] (TensorFlow's order, ? any "
+                        "size); it cannot be fed [1,3]; a Fortran array has its dimensions reversed in TensorFlow "
+                        "unless transpose=.true."),
     "unknown_input": (3, "step('serving_default'): the signature has no input 'q'; its inputs are 'x'"),
     "stepped": (0, ""),
+    "restored": (0, ""),
+    "target_for_a_signature_loss": (3, "step('evaluate'): the loss 'loss' is an output of the signature: it "
+                                       "takes no target"),
 }
 
 
@@ -391,6 +408,8 @@ def test_trainer_errors_are_statuses_naming_what_is_wrong(built, oracle):
     code, message = cases["checkpoint_folder"]
     assert code == 5 and message.startswith("save_checkpoint('/nonexistent/dir/ckpt'): run on "), message
     assert "only w1" in out.splitlines()
+    first, second, again = next(line for line in out.splitlines() if line.startswith("roundtrip")).split()[1:]
+    assert again == first != second          # the bits of the losses: restored weights and Adam state
     # Its keys do not collide with the Adam the graph holds: TF's names for a second Adam.
     keys = next(line for line in out.splitlines() if line.startswith("keys_beside_adam")).split()[1:]
     assert sorted(set(keys) - {"w1", "b1", "w2", "b2"}) == built["second_adam"]
