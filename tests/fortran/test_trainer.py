@@ -4,7 +4,8 @@ serving_default x -> y and evaluate x, y -> loss), 50 Fortran steps with a
 learning rate set at every step equal the Python bridge's AdamOptimizer (and
 GradientDescentOptimizer) bit for bit: every loss, and every variable of the
 checkpoint the trainer saves, the optimizer's slots and beta powers included,
-restored by bridge.train.Saver into the graph Python trained.  The loss is
+restored by bridge.train.Saver into the graph Python trained (and read by
+stock TensorFlow's tf.train.load_checkpoint).  The loss is
 built ("mse" of the output y against a fed target) or a signature's output
 ("loss" of evaluate).  A stock TensorFlow TF1 SavedModel trains with SGD as
 numpy's arithmetic says; beside an Adam the export already holds, the
@@ -311,7 +312,7 @@ def _fortran_training(built: dict, optimizer: str, loss: str) -> dict:
 
 
 @pytest.mark.parametrize("loss", ["mse", "loss"])
-def test_fortran_adam_equals_the_python_bridges_bit_for_bit(built, python_adam, loss):
+def test_fortran_adam_equals_the_python_bridges_bit_for_bit(built, python_adam, loss, oracle):
     got = _fortran_training(built, "adam", loss)
     want = python_adam["losses"]
     assert np.isfinite(want).all() and want[-1] < 0.5 * want[0], want      # it learned
@@ -325,6 +326,12 @@ def test_fortran_adam_equals_the_python_bridges_bit_for_bit(built, python_adam, 
     values = restored(python_adam["graph"], got["prefix"])
     for name, value in python_adam["values"].items():
         assert values[name].dtype == value.dtype and values[name].tobytes() == value.tobytes(), name
+    if loss == "mse":     # stock TensorFlow reads the checkpoint too
+        files = {p.name: p.read_bytes() for p in got["prefix"].parent.glob(got["prefix"].name + ".*")}
+        stock = oracle("checkpoints", {"mode": "read", "files": files, "prefix": got["prefix"].name})
+        assert sorted(stock["values"]) == sorted(python_adam["values"])
+        for name, value in python_adam["values"].items():
+            assert np.asarray(stock["values"][name]).tobytes() == value.tobytes(), name
 
 
 def test_fortran_sgd_equals_the_python_bridges_bit_for_bit(built):
