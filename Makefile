@@ -102,15 +102,36 @@ demo: setup julia-packages
 	$(PY) examples/twolayer/run.py
 	$(PY) examples/inverse_diffusion/run.py
 
+# The suite runs in two phases (CONTRIBUTING.md, "The test suite's time"):
+# first every test not marked `serial`, on TEST_WORKERS pytest-xdist workers
+# (one per core by default; each takes whole modules, longest first), then
+# the `serial` ones (speed-ups, latencies, stress), one at a time with the
+# machine to themselves.  Both always run; the target fails if either does.
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
-test: setup julia-packages
-	@$(PY) -m pytest -q -rs --durations=30 tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+# The last line is the wall time, set-up included (MAKE_STARTED is read once,
+# when make starts).
+TEST_WORKERS ?= auto
+MAKE_STARTED := $(shell date +%s)
+# $(call run_suite,<marker expression>): both phases over the tests the expression selects.
+define run_suite
+	@t0=$$(date +%s); \
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadscope -m "not serial$(if $(1), and ($(1)))" --durations=30 tests; rc1=$$?; \
+	t1=$$(date +%s); \
+	echo ">> serial phase: the tests marked serial, one at a time"; \
+	$(PY) -m pytest -q -rs -p no:xdist -m "serial$(if $(1), and ($(1)))" --durations=10 tests; rc2=$$?; \
+	t2=$$(date +%s); \
+	for rc in $$rc1 $$rc2; do if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; fi; done; \
+	m() { printf '%d min %02d s' $$(($$1 / 60)) $$(($$1 % 60)); }; \
+	echo ">> $@: $$(m $$((t2 - $(MAKE_STARTED)))) in all: set-up $$(m $$((t0 - $(MAKE_STARTED)))), parallel phase $$(m $$((t1 - t0))) ($$(nproc) cores), serial phase $$(m $$((t2 - t1)))"; \
+	if [ $$rc1 -ne 0 ] || [ $$rc2 -ne 0 ]; then exit 1; fi
+endef
 
-# The same suite without the two slow stress tests (the GC test alone takes ~9 min).
+test: setup julia-packages
+	$(call run_suite,)
+
+# The same suite without the slow stress tests and the long fuzz runs.
 test-quick: setup julia-packages
-	@$(PY) -m pytest -q -rs -m "not slow" tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+	$(call run_suite,not slow)
 
 # Fuzzing (tests/customop/test_fuzz.py, tests/fuzz/): `make test` runs 2,000 derandomized
 # examples per property; this runs 10x more with a new random seed each time

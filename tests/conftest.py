@@ -13,6 +13,10 @@
 4. On CI (``CI=true``) a skip is a failure, unless it says the feature
    cannot exist on this kind of machine (``support.ci.skip_unavailable``,
    the ``unavailable_if`` mark): see tests/support/ci.py.
+5. Parallel runs (`make test`, CONTRIBUTING.md "The test suite's time"):
+   pytest-xdist hands whole modules to its workers, longest first
+   (support/schedule.py); ``TFBRIDGE_TEST_CPU_LOG=<file>`` logs each test's
+   CPU time (support/cputime.py).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ for _path in (TESTS_DIR.parent, TESTS_DIR):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from support import cputime  # noqa: E402
 from support.ci import is_unavailable, on_ci, skip_unavailable  # noqa: E402
 from support.golden import GoldenUpdateRefused, update_requested  # noqa: E402
 from support.oracle import run_oracle  # noqa: E402
@@ -104,6 +109,7 @@ def _fail_skip_on_ci(report, what: str) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    cputime.register(config)
     try:
         update_requested()   # golden files are never rewritten on CI (tests/support/golden.py)
     except GoldenUpdateRefused as exc:
@@ -165,3 +171,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if line:
         terminalreporter.write_sep("-", "gradient parity")
         terminalreporter.write_line(line)
+
+
+# --- parallel runs (make test) -----------------------------------------------------------------
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Whole modules per worker, longest first (support/schedule.py)."""
+    from support.schedule import LONGEST_FIRST, LongestFirstScheduling
+
+    missing = [name for name in LONGEST_FIRST if not (TESTS_DIR.parent / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"support/schedule.py's LONGEST_FIRST names no module: {missing}")
+    return LongestFirstScheduling(config, log)

@@ -250,6 +250,7 @@ def test_missing_julia_function_is_not_found_and_the_next_run_works(root, fragil
 # --- stress: TF's multi-threaded executor, many Python threads and sessions ---
 
 @pytest.mark.slow
+@pytest.mark.serial  # eight threads racing on TF's pool and Julia's: on every core, not beside other tests
 def test_stress_eight_threads_two_hundred_sessions_each(root):
     ops = _make(root, "JlAffine", "JlAffine\ndouble x(n)\ndouble y(n) -> output\n@attr double k = 1.0\n",
                 "jl_affine(y, x, k) = (y .= k .* x .+ 1; nothing)\n")

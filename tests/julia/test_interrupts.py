@@ -78,6 +78,9 @@ end
 MODES = ["posted", "synchronous", "julia_thread"]
 SLACK = 0.5  # the issue's bound: timeout + 0.5 s, Ctrl-C within 0.5 s
 
+# Half-second bounds on deadlines and Ctrl-C: run alone (`make test`'s serial phase).
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):

@@ -383,6 +383,7 @@ def test_gc_in_every_call_under_concurrency(ops):
         run_threads(worker, 3)
 
 
+@pytest.mark.serial  # a cost per call, bounded: measured alone
 def test_runtime_from_plain_cpp_without_python(tmp_path):
     """bench_runtime.cc: no Python, no TF; prints the cost of each path (see README.md)."""
     exe = compile_cc(DATA / "bench_runtime.cc", tmp_path / "bench_runtime", shared=False)
