@@ -9,7 +9,8 @@
 2. ``tests/`` is put on sys.path so test modules can import the helpers of
    ``tests/support`` (``from support.build import op_folder``).
 3. Fixtures: ``oracle`` (run_oracle), ``oracle_models`` (make_models'
-   manifest, once per session) and ``fixtures_dir`` (its output folder).
+   manifest, once per session), ``fixtures_dir`` (its output folder) and
+   ``twice_folder`` (the scaffolded op Twice, built once per session).
 4. On CI (``CI=true``) a skip is a failure, unless it says the feature
    cannot exist on this kind of machine (``support.ci.skip_unavailable``,
    the ``unavailable_if`` mark): see tests/support/ci.py.
@@ -83,6 +84,19 @@ def oracle() -> Callable[..., dict]:
 def oracle_models() -> dict:
     """make_models' manifest: {"tf_version", "out_dir", "models": {...}}."""
     return run_oracle("make_models")
+
+
+@pytest.fixture(scope="session")
+def twice_folder(tmp_path_factory) -> Path:
+    """The op `customop init` scaffolds (Twice: y = 2x, with its gradient),
+    built once per test process for the tests that load or run it (a test
+    that changes its folder, or watches it build, makes its own:
+    support.build.built_twice)."""
+    from support.build import built_twice, toolchain_missing
+    missing = toolchain_missing()
+    if missing:
+        pytest.skip(missing)
+    return built_twice(tmp_path_factory, "twice")
 
 
 @pytest.fixture(scope="session")

@@ -86,13 +86,12 @@ end
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory):
+def ops(tmp_path_factory, twice_folder):
     """The template op Twice as `customop init` writes it, and the two ops above."""
     missing = toolchain_missing()
     if missing:
         pytest.skip(missing)
-    twice = tmp_path_factory.mktemp("empty") / "Twice"
-    customop.init("Twice", twice)
+    twice = twice_folder
     (entry_dir, entry), (generic_dir, generic) = load_ops(
         tmp_path_factory, "empty", {"ZeroEntry": (ENTRY_SPEC, ENTRY_JULIA), "ZeroGeneric": (GENERIC_SPEC, GENERIC_JULIA)})
     return {"twice": (twice, customop.load(twice)), "entry": (entry_dir, entry), "generic": (generic_dir, generic)}
