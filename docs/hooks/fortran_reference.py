@@ -288,8 +288,6 @@ def render(folder: Path) -> str:
         out += [f"### `{name}`", "", f"*{module.source}*", ""]
         out += _comment_text(module.comment)
         kinds = list(dict.fromkeys(_element_type(p) for p in procs_of))
-        ranks = sorted({len(re.findall(r":", re.search(r"::\s*\w+(\([^)]*\))?", d).group(0) or ""))
-                        for p in procs_of for d in p.declarations[:1]})
         out += [f"{len(procs_of)} specific procedures; element types: " + ", ".join(f"`{k}`" for k in kinds) + ".",
                 "The first of them:", ""]
         if procs_of:

@@ -8,7 +8,7 @@
 !   call tf_to_array(y(1), ys, st)
 !
 ! Every procedure reports through a tf_status (TF's code, 0 is OK, and a
-! message naming what failed); none stops the program.  See README "Fortran".
+! message naming what failed); none stops the program.  See docs/guides/fortran.md.
 module tf_bridge
   use tf_bridge_core
   use tf_bridge_from

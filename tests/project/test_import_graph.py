@@ -203,11 +203,9 @@ def test_only_the_julia_side_imports_the_julia_host() -> None:
     assert offenders == {}
 
 
-def test_rooms_are_the_readmes_layout() -> None:
-    """Every room of bridge/ has a row in README's "Layout" table."""
-    readme = (PACKAGE_DIR.parent / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
-    layout = layout[:layout.index("\n## ", 3)]
+def test_rooms_are_the_layout_pages() -> None:
+    """Every room of bridge/ has a row in the table of docs/internals/layout.md."""
+    layout = (PACKAGE_DIR.parent / "docs" / "internals" / "layout.md").read_text()
     for unit in unit_graph():
         path = "bridge/" + unit.split(".")[1] + ("/" if (PACKAGE_DIR / unit.split(".")[1]).is_dir() else ".py")
-        assert f"`{path}`" in layout, f"README's Layout has no row for {path}"
+        assert f"| `{path}` |" in layout, f"docs/internals/layout.md has no row for {path}"
