@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench contract docs clean
+.PHONY: all setup julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench contract docs docs-images clean
 
 # Julia packages (docs/guides/julia-packages.md).  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -127,6 +127,15 @@ contract:
 docs: $(STAMP)
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 	@echo ">> docs built: build/site/index.html"
+
+# The example plots the docs show (docs/images/gradcheck_two_layer.png,
+# docs/images/inverse_diffusion.png), made by running the examples: they need
+# Julia and a build, minutes rather than the docs build's seconds, so the PNGs
+# are committed and this remakes them after a change to the examples.
+docs-images: setup julia-packages
+	$(PY) examples/twolayer/run.py
+	cp examples/twolayer/gradcheck_two_layer.png docs/images/gradcheck_two_layer.png
+	$(PY) examples/inverse_diffusion/run.py --no-log --plot docs/images/inverse_diffusion.png
 
 clean:
 	rm -rf build .pytest_cache

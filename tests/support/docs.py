@@ -2,7 +2,7 @@
 
 A test finds a block by its page, its language and a string only that block
 holds (``block("docs/guides/training.md", "python", "ScipyOptimizer")``), so
-that an edit of the page is tested as written; tests/project/test_docs_code.py
+that an edit of the page is tested as written; tests/project/test_docs.py
 checks that every block of every page is run by a test or says why not.
 """
 from __future__ import annotations
