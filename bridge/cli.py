@@ -337,7 +337,8 @@ def _fortran(args: argparse.Namespace) -> int:
     from bridge import fortran
 
     try:
-        print(fortran.main_flags("compile" if args.compile else "link" if args.link else None, checked=args.checked))
+        query = next((q for q in fortran.QUERIES if getattr(args, q.replace("-", "_"))), None)
+        print(fortran.main_flags(query, checked=args.checked))
     except fortran.FortranBuildError as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1
@@ -420,15 +421,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --cluster SLURM: the first port of each node (default 8888)")
     p.set_defaults(run=_server)
 
-    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags",
-                            description="Print the flags a program using the tf_bridge Fortran module needs, "
-                                        "for the copy `pip install .` built into the package, or else for one "
-                                        "built (once) into the cache: "
-                                        "gfortran prog.f90 $(tfbridge fortran --flags).")
+    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags, CMake "
+                                            "and pkg-config files",
+                            description="Print the flags a program using the tf_bridge Fortran module needs (or "
+                                        "where its CMake package config and pkg-config file are), for the copy "
+                                        "`pip install .` built into the package, or else for one built (once) into "
+                                        "the cache: gfortran prog.f90 $(tfbridge fortran --flags).")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--flags", action="store_true", help="compile and link flags (the default)")
     which.add_argument("--compile", action="store_true", help="only the compile flags (-I)")
     which.add_argument("--link", action="store_true", help="only the link flags")
+    which.add_argument("--cmake-dir", action="store_true",
+                       help="the folder of tf_bridge-config.cmake: cmake -Dtf_bridge_DIR=... for find_package(tf_bridge), "
+                            "target tf_bridge::tf_bridge")
+    which.add_argument("--prefix", action="store_true",
+                       help="the module's folder, for CMAKE_PREFIX_PATH (find_package(tf_bridge) finds it there)")
+    which.add_argument("--pkg-config-path", action="store_true",
+                       help="the folder of tf_bridge.pc: PKG_CONFIG_PATH=... pkg-config --cflags --libs tf_bridge")
     p.add_argument("--checked", action="store_true",
                    help="a build of the module with every gfortran run-time check (-fcheck=all -g -fbacktrace), "
                         "for finding a program's mistakes: compile the program with -fcheck=all too")

@@ -226,7 +226,7 @@ def test_complex_jacobians_equal_tfs_gradient_checker() -> None:
     answer = run_oracle("checker_jacobians", {"cases": [(name, x0) for name, (x0, _) in COMPLEX_CASES.items()]})
     for name, (x0, f) in COMPLEX_CASES.items():
         ours = compute_gradient(f, x0)
-        for k, ((t, n), (tf_t, tf_n)) in enumerate(zip(ours, answer["jacobians"][name])):
+        for k, ((t, n), (tf_t, tf_n)) in enumerate(zip(ours, answer["jacobians"][name], strict=True)):
             assert t.dtype == np.float64 and t.shape == tf_t.T.shape, (name, k, t.shape, tf_t.shape)
             np.testing.assert_allclose(t, tf_t.T, rtol=1e-12, atol=1e-12, err_msg=f"{name} x{k} theoretical")
             np.testing.assert_allclose(n, tf_n.T, rtol=1e-6, atol=1e-8, err_msg=f"{name} x{k} numerical")
