@@ -145,7 +145,7 @@ _LAZY = {
     "NotDifferentiable": ("bridge.grad", "NotDifferentiable"),
     "custom_gradient": ("bridge.grad.custom_gradient", "custom_gradient"),
     "function": ("bridge.framework.functions", "function"),
-    "TensorSpec": ("bridge.framework.functions", "TensorSpec"),
+    "TensorSpec": ("bridge.framework.tensor_spec", "TensorSpec"),
     "cond": ("bridge.framework.control_flow", "cond"),
     "while_loop": ("bridge.framework.control_flow", "while_loop"),
     "gradcheck": ("bridge.grad.gradient_check", "gradcheck"),

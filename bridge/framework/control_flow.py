@@ -29,7 +29,7 @@ process (a CHECK failure in ``gradients.cc``).  Functional ops need neither:
 
 The same gradients serve the ``If``/``Case``/``While`` ops of a GraphDef stock TF
 wrote: their functions, found in the graph's library, are rebuilt from their
-FunctionDefs (:func:`bridge.framework.functions.library_function`).
+FunctionDefs (:func:`bridge.framework.function_def_to_graph.library_function`).
 """
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ import numpy as np
 
 from . import dtypes
 from .attrs import Shape, as_shape
-from .functions import Trace, TensorSpec, TracedFunction, flatten, pack_as, trace_graph
+from .func_graph import TracedFunction
+from .functions import Trace, trace_graph
+from .nest import flatten, pack_as
+from .tensor_spec import TensorSpec
 from .graph import Operation, Output, get_default_graph
 
 __all__ = ["cond", "while_loop"]
@@ -249,7 +252,7 @@ def _check_body(body_t: Trace, init: list[Output], shapes: list[Shape], structur
 
 def _loop_functions(info: WhileInfo, accumulate: bool) -> tuple[TracedFunction, TracedFunction]:
     """The While's cond and body functions over [counter, vars, captures, TensorLists]."""
-    from .functions import FuncGraph
+    from .func_graph import FuncGraph
     var_dtypes = [t.dtype for t in info.user_body.inputs[:info.num_vars]]
     cap_inputs = info.user_body.inputs[info.num_vars:]
     made = []

@@ -18,7 +18,8 @@ from typing import Optional, Sequence
 from bridge.framework import dtypes
 from bridge.framework.attrs import Shape
 from bridge.framework.control_flow import WhileInfo, make_if, make_while, while_loop
-from bridge.framework.functions import FuncGraph, TracedFunction, lookup
+from bridge.framework.func_graph import FuncGraph, TracedFunction
+from bridge.framework.functions import lookup
 from bridge.framework.graph import Operation, Output
 from ._helpers import _const, _node, _op, is_differentiable
 from .function_grad import vjp

@@ -73,7 +73,7 @@ class _Problem:
     def __init__(self, f: Any, x0: Any, x: Any = None, feed_dict: Optional[dict] = None,
                  session: Optional[Session] = None, attrs: Optional[dict] = None):
         from bridge.framework import builders
-        from bridge.framework.functions import flatten
+        from bridge.framework.nest import flatten
         self.single = not isinstance(x0, (list, tuple))
         self.x0 = [np.array(v, dtype=np.float64 if np.asarray(v).dtype.kind in "iub" else None)
                    for v in ([x0] if self.single else x0)]
@@ -218,7 +218,7 @@ def gradcheck(f: Any, x0: Any, *, steps: Sequence[float] = DEFAULT_STEPS, seed: 
     ``plot``: a path to write the log-log plot (PNG) to, with O(h) and O(h^2)
     reference lines; needs matplotlib.
     """
-    from bridge.framework.functions import flatten
+    from bridge.framework.nest import flatten
     from . import gradients
     steps_arr = np.asarray(sorted(steps, reverse=True), dtype=np.float64)
     if steps_arr.size < 2 or np.any(steps_arr <= 0):
