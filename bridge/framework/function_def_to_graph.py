@@ -19,6 +19,7 @@ from ._lib import ffi, lib
 from .errors import check, status
 from .func_graph import FuncGraph, TracedFunction
 from .graph import Graph
+from .proto_fields import AttrValue, FunctionDef, FunctionDefLibrary, GraphDef, MapEntry, NodeDef
 
 __all__ = ["library_function"]
 
@@ -79,44 +80,45 @@ def _function_from_def(graph: Graph, fdef: bytes, library: dict[str, bytes]) -> 
     from .opdef import decode_op_def, op_def
 
     f = pb.fields(fdef)
-    sig = decode_op_def(f[1][0])
+    sig = decode_op_def(f[FunctionDef.signature][0])
     arg_shapes: dict[int, bytes] = {}
-    for entry in f.get(7, []):  # arg_attr: map<uint32, ArgAttrs>
+    for entry in f.get(FunctionDef.arg_attr, []):  # map<uint32, ArgAttrs>
         e = pb.fields(bytes(entry))
-        index = e.get(1, [0])[0]
-        for a in pb.fields(bytes(e[2][0])).get(1, []) if 2 in e else []:
+        index = e.get(MapEntry.key, [0])[0]
+        arg_attrs = pb.fields(bytes(e[MapEntry.value][0])) if MapEntry.value in e else {}
+        for a in arg_attrs.get(FunctionDef.ArgAttrs.attr, []):
             kv = pb.fields(bytes(a))
-            if pb.text(kv[1][0]) == "_output_shapes" and 2 in kv:
-                lst = pb.fields(bytes(kv[2][0])).get(1)
-                shapes = pb.fields(bytes(lst[0])).get(7, []) if lst else []
+            if pb.text(kv[MapEntry.key][0]) == "_output_shapes" and MapEntry.value in kv:
+                lst = pb.fields(bytes(kv[MapEntry.value][0])).get(AttrValue.list)
+                shapes = pb.fields(bytes(lst[0])).get(AttrValue.ListValue.shape, []) if lst else []
                 if shapes:
                     arg_shapes[index] = bytes(shapes[0])
-    fdef_attrs = {}
-    for entry in f.get(5, []):
-        kv = pb.fields(bytes(entry))
-        fdef_attrs[pb.text(kv[1][0])] = bytes(kv[2][0]) if 2 in kv else b""
+
+    def attr(name: str, value: bytes) -> bytes:
+        """A NodeDef's attr map entry."""
+        return pb.field_bytes(NodeDef.attr, pb.field_bytes(MapEntry.key, name) + pb.field_bytes(MapEntry.value, value))
 
     nodes: list[bytes] = []
     for i, arg in enumerate(sig.input_args):
-        dtype = arg.type
-        attrs = pb.field_bytes(5, pb.field_bytes(1, "dtype") + pb.field_bytes(2, pb.field_varint(6, dtype.enum)))
+        attrs = attr("dtype", pb.field_varint(AttrValue.type, arg.type.enum))
         if i in arg_shapes:
-            attrs += pb.field_bytes(5, pb.field_bytes(1, "shape") + pb.field_bytes(2, pb.field_bytes(7, arg_shapes[i])))
-        nodes.append(pb.field_bytes(1, arg.name) + pb.field_bytes(2, "Placeholder") + attrs)
+            attrs += attr("shape", pb.field_bytes(AttrValue.shape, arg_shapes[i]))
+        nodes.append(pb.field_bytes(NodeDef.name, arg.name) + pb.field_bytes(NodeDef.op, "Placeholder") + attrs)
     arg_names = {a.name for a in sig.input_args}
 
     # Each node's output args, to turn "node:arg:index" into "node:flat_index".
-    node_defs = [bytes(n) for n in f.get(3, [])]
+    node_defs = [bytes(n) for n in f.get(FunctionDef.node_def, [])]
     outputs_of: dict[str, dict[str, int]] = {}
     for nd in node_defs:
         nf = pb.fields(nd)
-        node_name, op_type = pb.text(nf[1][0]), pb.text(nf[2][0])
+        node_name, op_type = pb.text(nf[NodeDef.name][0]), pb.text(nf[NodeDef.op][0])
         attrs = {}
-        for entry in nf.get(5, []):
+        for entry in nf.get(NodeDef.attr, []):
             kv = pb.fields(bytes(entry))
-            attrs[pb.text(kv[1][0])] = decode_attr_value(bytes(kv[2][0])) if 2 in kv else None
+            attrs[pb.text(kv[MapEntry.key][0])] = (decode_attr_value(bytes(kv[MapEntry.value][0]))
+                                                   if MapEntry.value in kv else None)
         if op_type in library:
-            out_args = decode_op_def(pb.fields(library[op_type])[1][0]).output_args
+            out_args = decode_op_def(pb.fields(library[op_type])[FunctionDef.signature][0]).output_args
         else:
             od = op_def(op_type, graph)
             out_args = od.output_args
@@ -143,29 +145,29 @@ def _function_from_def(graph: Graph, fdef: bytes, library: dict[str, bytes]) -> 
     for nd in node_defs:
         rebuilt = bytearray()
         for number, wire, value in pb.iter_fields(nd):
-            if number == 3:
+            if number == NodeDef.input:
                 ref = pb.text(value)
                 if ref.startswith("^") and ref[1:] in arg_names:
                     continue  # an argument's control edge: nothing to wait for
-                rebuilt += pb.field_bytes(3, tensor_name(ref))
+                rebuilt += pb.field_bytes(NodeDef.input, tensor_name(ref))
             elif wire == pb.LEN:
                 rebuilt += pb.field_bytes(number, bytes(value))
             elif wire == pb.VARINT:
                 rebuilt += pb.field_varint(number, value)
             # (NodeDef has no fixed-size fields)
         nodes.append(bytes(rebuilt))
-    lib_def = b"".join(pb.field_bytes(1, d) for d in library.values())
-    versions = pb.fields(Graph().as_graph_def()).get(4, [b""])[0]
-    graph_def = (b"".join(pb.field_bytes(1, n) for n in nodes) + pb.field_bytes(2, lib_def)
-                 + pb.field_bytes(4, bytes(versions)))
+    lib_def = b"".join(pb.field_bytes(FunctionDefLibrary.function, d) for d in library.values())
+    versions = pb.fields(Graph().as_graph_def()).get(GraphDef.versions, [b""])[0]
+    graph_def = (b"".join(pb.field_bytes(GraphDef.node, n) for n in nodes) + pb.field_bytes(GraphDef.library, lib_def)
+                 + pb.field_bytes(GraphDef.versions, bytes(versions)))
 
     fg = FuncGraph(sig.name)
     fg.import_graph_def(graph_def)
     inputs = [fg.get_tensor_by_name(f"{a.name}:0") for a in sig.input_args]
     rets = {}
-    for entry in f.get(4, []):
+    for entry in f.get(FunctionDef.ret, []):
         kv = pb.fields(bytes(entry))
-        rets[pb.text(kv[1][0])] = pb.text(kv[2][0])
+        rets[pb.text(kv[MapEntry.key][0])] = pb.text(kv[MapEntry.value][0])
     outputs = []
     with fg.as_default():
         for a in sig.output_args:

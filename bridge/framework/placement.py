@@ -19,6 +19,7 @@ from .attrs import set_attr
 from .device import device_fields, device_string
 from .errors import InvalidArgumentError, NotFoundError, check, status
 from .operation import Operation, Output
+from .proto_fields import AttrValue
 
 __all__ = ["PendingOperation", "Placement"]
 
@@ -157,7 +158,8 @@ class Placement:
                 continue
             device = self._current_device(op)
             if groups:
-                value = pb.field_bytes(1, b"".join(pb.field_bytes(2, g) for g in groups))  # AttrValue.list.s
+                value = pb.field_bytes(AttrValue.list, b"".join(pb.field_bytes(AttrValue.ListValue.s, g)
+                                                                for g in groups))
                 buf = lib.TF_NewBufferFromString(value, len(value))
                 s = status()
                 try:
