@@ -47,6 +47,11 @@ from .graph import Operation, Output, get_default_graph
 
 __all__ = ["cond", "while_loop"]
 
+#: How many steps of a loop may run at once unless told: TF's default
+#: ``parallel_iterations`` (``tf.while_loop``'s), also taken for a While whose
+#: GraphDef lacks the attribute.
+PARALLEL_ITERATIONS = 10
+
 
 def _op(op_type: str, inputs: Sequence[Any], attrs: Optional[dict] = None,
         attr_types: Optional[dict] = None, name: Optional[str] = None) -> Operation:
@@ -175,7 +180,7 @@ class WhileInfo:
 
 def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any,
                shape_invariants: Any = None, maximum_iterations: Any = None, back_prop: bool = True,
-               parallel_iterations: int = 10, name: str = "while") -> Any:
+               parallel_iterations: int = PARALLEL_ITERATIONS, name: str = "while") -> Any:
     """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``.
 
     ``loop_vars`` is a (nested) list or tuple of tensors (or one tensor);
