@@ -8,8 +8,7 @@ from __future__ import annotations
 import importlib
 
 from bridge.platform import hooks as _hooks
-
-__version__ = "0.1.0"
+from bridge.platform.version import VERSION as __version__
 
 # Every public name loads its module on first access (PEP 562), so that
 # `import bridge.julia` and Julia's start import neither numpy nor the graph

@@ -8,7 +8,7 @@
                                         are built in parallel, one line per op; --image then builds
                                         Julia's system image for these ops (as julia build-image --ops)
     tfbridge customop stub DIR          print Julia (or Fortran) skeletons for the spec's functions
-    tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
+    tfbridge gradtest DIR [--order 2] [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
     tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
                                         serve one task of a TensorFlow cluster until SIGTERM/SIGINT
@@ -20,7 +20,8 @@
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
-gradtest exits 0 on PASS (or LINEAR), 1 on FAIL and 2 when the test cannot run.
+gradtest exits 0 on PASS (or LINEAR; QUADRATIC with --order 2), 1 on FAIL and 2 when the test
+cannot run or cannot tell (CANNOT TEST, CONSTANT).
 """
 from __future__ import annotations
 
@@ -167,7 +168,8 @@ def _gradtest(args: argparse.Namespace) -> int:
     script = build(args.dir).parent / "gradtest.py"
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
     given = ([] if args.inputs is None else ["--inputs", args.inputs]) + [f"--input={v}" for v in args.input]
-    return subprocess.call([sys.executable, str(script), "--plot", plot, *given])
+    # The script of DIR's own build: it tests the folder it sits in (a copy's build tests the copy).
+    return subprocess.call([sys.executable, str(script), "--plot", plot, "--order", str(args.order), *given])
 
 
 def _julia_build_image(args: argparse.Namespace) -> int:
@@ -335,7 +337,8 @@ def _fortran(args: argparse.Namespace) -> int:
     from bridge import fortran
 
     try:
-        print(fortran.main_flags("compile" if args.compile else "link" if args.link else None, checked=args.checked))
+        query = next((q for q in fortran.QUERIES if getattr(args, q.replace("-", "_"))), None)
+        print(fortran.main_flags(query, checked=args.checked))
     except fortran.FortranBuildError as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1
@@ -383,6 +386,8 @@ def _parser() -> argparse.ArgumentParser:
                                         "write the log-log convergence plot.")
     p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt and the Julia file")
     p.add_argument("--plot", metavar="PATH", help="where to write the plot (default: DIR/gradcheck.png)")
+    p.add_argument("--order", type=int, choices=(1, 2), default=1,
+                   help="1: test the gradient (default); 2: the Hessian too (the gradient op's own gradient)")
     p.add_argument("--inputs", metavar="FILE",
                    help="values for the op's inputs and attributes: an .npz of arrays named like them, or a "
                         ".py file defining them (the others keep their random samples)")
@@ -416,15 +421,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --cluster SLURM: the first port of each node (default 8888)")
     p.set_defaults(run=_server)
 
-    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags",
-                            description="Print the flags a program using the tf_bridge Fortran module needs, "
-                                        "for the copy `pip install .` built into the package, or else for one "
-                                        "built (once) into the cache: "
-                                        "gfortran prog.f90 $(tfbridge fortran --flags).")
+    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags, CMake "
+                                            "and pkg-config files",
+                            description="Print the flags a program using the tf_bridge Fortran module needs (or "
+                                        "where its CMake package config and pkg-config file are), for the copy "
+                                        "`pip install .` built into the package, or else for one built (once) into "
+                                        "the cache: gfortran prog.f90 $(tfbridge fortran --flags).")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--flags", action="store_true", help="compile and link flags (the default)")
     which.add_argument("--compile", action="store_true", help="only the compile flags (-I)")
     which.add_argument("--link", action="store_true", help="only the link flags")
+    which.add_argument("--cmake-dir", action="store_true",
+                       help="the folder of tf_bridge-config.cmake: cmake -Dtf_bridge_DIR=... for find_package(tf_bridge), "
+                            "target tf_bridge::tf_bridge")
+    which.add_argument("--prefix", action="store_true",
+                       help="the module's folder, for CMAKE_PREFIX_PATH (find_package(tf_bridge) finds it there)")
+    which.add_argument("--pkg-config-path", action="store_true",
+                       help="the folder of tf_bridge.pc: PKG_CONFIG_PATH=... pkg-config --cflags --libs tf_bridge")
     p.add_argument("--checked", action="store_true",
                    help="a build of the module with every gfortran run-time check (-fcheck=all -g -fbacktrace), "
                         "for finding a program's mistakes: compile the program with -fcheck=all too")

@@ -615,16 +615,17 @@ def _sample_attr(attr: Attr, sizes: dict[str, int]) -> str:
     return attr.dtype.attr.sample
 
 
-def gradtest_script(spec: OpSpec, op_dir: str) -> str:
+def gradtest_script(spec: OpSpec) -> str:
     """A script checking the op's gradient numerically (bridge.customop.gradtest)
-    on sample inputs of small sizes, which its command line can replace."""
+    on sample inputs of small sizes, which its command line can replace.  It
+    names no folder: it tests the op folder its build folder belongs to."""
     sizes = _sample_sizes(spec)
     named = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     samples = [(a.name, _sample_value(a, sizes),
                 f"{a.dtype}{shape_text(a.shape)}" + (f" with {named}" if named and i == 0 else ""))
                for i, a in enumerate(spec.inputs)]
     attrs = [(t.name, _sample_attr(t, sizes)) for t in spec.attrs]
-    return render("gradtest.py.j2", spec, op_dir=op_dir, samples=samples, sample_attrs=attrs,
+    return render("gradtest.py.j2", spec, samples=samples, sample_attrs=attrs,
                   float_inputs=[a.name for a in grad_inputs(spec)])
 
 

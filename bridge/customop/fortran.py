@@ -402,7 +402,7 @@ def build_in(spec: OpSpec, work: Path, report: Callable[[str], None], BuildError
     extra = [p for p in _sources(directory) if p != main]
     (work / "CMakeLists.txt").write_text(cmake_lists(spec, extra))
     (work / paths.OP_SPEC_FILE).write_text(spec.source)
-    (work / "gradtest.py").write_text(codegen.gradtest_script(spec, str(directory)))
+    (work / "gradtest.py").write_text(codegen.gradtest_script(spec))
     try:
         tf = toolchain.tensorflow()
         gfortran_version()

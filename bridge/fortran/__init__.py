@@ -12,7 +12,12 @@ cache (``<cache>/fortran/<key>/``: ``libtf_bridge_fortran.so`` and
 the TensorFlow libraries and the Fortran compiler.  The library is not linked
 against TensorFlow: it opens it RTLD_LOCAL at run time (Julia ops need that,
 as in bridge.framework._lib), from the folder found here.  :func:`flags` gives what
-a user's Makefile needs; ``tfbridge fortran --flags`` prints it.
+a user's Makefile needs; ``tfbridge fortran --flags`` prints it.  Every build
+(installed or cached) also holds a CMake package config
+(``lib/cmake/tf_bridge/tf_bridge-config.cmake``: ``find_package(tf_bridge)``,
+target ``tf_bridge::tf_bridge``) and ``lib/pkgconfig/tf_bridge.pc``, both
+finding the library from their own folder: ``tfbridge fortran --cmake-dir``,
+``--prefix`` and ``--pkg-config-path`` name them.
 """
 from __future__ import annotations
 
@@ -27,9 +32,13 @@ from typing import Optional
 from bridge.framework._lib import library_paths
 from bridge.platform import cache
 from bridge.platform.paths import installed_fortran_dir, kernels_cpp_dir
+from bridge.platform.version import VERSION
 
 LIBRARY = "libtf_bridge_fortran.so"
 MODULE = "tf_bridge.mod"
+#: Where a build's CMake package config and pkg-config file are, from its folder (CMakeLists.txt writes them).
+CMAKE_CONFIG = "lib/cmake/tf_bridge/tf_bridge-config.cmake"
+PKG_CONFIG = "lib/pkgconfig/tf_bridge.pc"
 #: A cmake step that takes longer has hung (the build takes about a minute on 2 cores).
 BUILD_TIMEOUT = 900
 #: TensorFlow's library folder seen from the installed library's folder (hatch_build.py: TF_RELATIVE):
@@ -55,6 +64,21 @@ class Build:
     def link_flags(self) -> str:
         lib_dir = self.library.parent
         return f"-L{lib_dir} -ltf_bridge_fortran -Wl,-rpath,{lib_dir}"
+
+    @property
+    def prefix(self) -> Path:
+        """The build's folder: what CMAKE_PREFIX_PATH names for ``find_package(tf_bridge)``."""
+        return self.library.parent
+
+    @property
+    def cmake_dir(self) -> Path:
+        """The folder of tf_bridge-config.cmake: what ``-Dtf_bridge_DIR=`` names."""
+        return (self.prefix / CMAKE_CONFIG).parent
+
+    @property
+    def pkg_config_dir(self) -> Path:
+        """The folder of tf_bridge.pc: what PKG_CONFIG_PATH names."""
+        return (self.prefix / PKG_CONFIG).parent
 
 
 def source_dir() -> Path:
@@ -106,7 +130,7 @@ def installed() -> tuple[Optional[Build], str]:
     beside itself: it serves when that is the TensorFlow this Python finds."""
     folder = installed_fortran_dir()
     library = folder / LIBRARY
-    if not (library.is_file() and (folder / "include" / MODULE).is_file()):
+    if not all((folder / f).is_file() for f in (LIBRARY, f"include/{MODULE}", CMAKE_CONFIG, PKG_CONFIG)):
         not_built = folder / "NOT_BUILT"
         if not_built.is_file():
             return None, f"the installed package has no tf_bridge library: {not_built.read_text().strip()}"
@@ -150,10 +174,12 @@ def build(*, quiet: bool = False, checked: bool = False) -> Build:
             tree = work / "cmake"
             _run([_cmake(), "-S", str(source_dir()), "-B", str(tree), f"-DCMAKE_Fortran_COMPILER={compiler}",
                   f"-DTF_CC_LIBRARY={c_api}", f"-DTF_FRAMEWORK_LIBRARY={framework}",
-                  f"-DTF_BRIDGE_CHECKED={'ON' if checked else 'OFF'}"], log, "cmake configure")
+                  f"-DTF_BRIDGE_CHECKED={'ON' if checked else 'OFF'}", f"-DTF_BRIDGE_VERSION={VERSION}"],
+                 log, "cmake configure")
             _run([_cmake(), "--build", str(tree)], log, "cmake build")
             shutil.copy2(tree / LIBRARY, work / LIBRARY)
             shutil.copytree(tree / "include", work / "include")
+            shutil.copytree(tree / "lib", work / "lib")
             shutil.rmtree(tree, ignore_errors=True)
     return made
 
@@ -171,11 +197,18 @@ def flags(*, quiet: bool = False, checked: bool = False) -> str:
     return f"{made.compile_flags()} {made.link_flags()}"
 
 
+#: What ``tfbridge fortran`` prints, by option.
+QUERIES = ("flags", "compile", "link", "cmake-dir", "prefix", "pkg-config-path")
+
+
 def main_flags(kind: Optional[str] = None, checked: bool = False) -> str:
-    """What ``tfbridge fortran`` prints: both flag sets, or only "compile" or "link" ones."""
+    """What ``tfbridge fortran`` prints (``kind``, one of QUERIES; default "flags"): both flag
+    sets, only the "compile" or "link" ones, or the folder of the CMake package config, the
+    prefix CMAKE_PREFIX_PATH names, or the folder of tf_bridge.pc."""
+    kind = kind or "flags"
+    if kind not in QUERIES:
+        raise ValueError(f"tfbridge fortran: unknown query {kind!r}; expected one of {', '.join(QUERIES)}")
     made = build(checked=checked)
-    if kind == "compile":
-        return made.compile_flags()
-    if kind == "link":
-        return made.link_flags()
-    return f"{made.compile_flags()} {made.link_flags()}"
+    return {"flags": lambda: f"{made.compile_flags()} {made.link_flags()}", "compile": made.compile_flags,
+            "link": made.link_flags, "cmake-dir": lambda: str(made.cmake_dir), "prefix": lambda: str(made.prefix),
+            "pkg-config-path": lambda: str(made.pkg_config_dir)}[kind]()

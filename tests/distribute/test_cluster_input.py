@@ -169,7 +169,7 @@ def test_tfbridge_server_refuses_every_hostile_input_in_one_line(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
     wrong = {}
-    for (name, _, _, line), (rc, out, err, seconds) in zip(cases, results):
+    for (name, _, _, line), (rc, out, err, seconds) in zip(cases, results, strict=True):
         expected = (1, "", f"tfbridge server: {line}\n")
         if (rc, out, err) != expected or seconds > 5.0:
             wrong[name] = ((rc, out, err, round(seconds, 2)), expected)

@@ -31,10 +31,10 @@ def test_fetches_through_a_cluster_have_tf1s_types(cluster) -> None:
         got = sess.run(names)
         run = sess.make_callable(names[:4] + ["string_0d:0"])
         by_callable = run()
-    for name, value in zip(names, got):
+    for name, value in zip(names, got, strict=True):
         tf1 = want["single"][name]
         assert _leaf(value) == {k: tf1[k] for k in ("type", "dtype", "shape")}, (name, value, tf1)
         assert np.array_equal(np.asarray(value), np.asarray(tf1["value"])), (name, value, tf1["value"])
-    for name, value in zip(names[:4] + ["string_0d:0"], by_callable):
+    for name, value in zip(names[:4] + ["string_0d:0"], by_callable, strict=True):
         tf1 = want["single"][name]
         assert _leaf(value) == {k: tf1[k] for k in ("type", "dtype", "shape")}, (name, value, tf1)

@@ -164,7 +164,7 @@ def test_sync_replicas_training_recovers_from_a_killed_task_and_ends_as_an_unint
     for s, value in enumerate(results[1]):
         if value is not None:
             assert value == expected[1][s], (s, value, expected[1][s])
-    for got, want in zip(final, expected_final):
+    for got, want in zip(final, expected_final, strict=True):
         np.testing.assert_array_equal(got, want)
     assert hook.exceptions == []
     assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
@@ -206,7 +206,7 @@ def test_the_chief_notices_a_dead_worker_within_seconds_not_at_its_deadline(fres
     expected, expected_final = reference()
     assert final_step == STEPS
     np.testing.assert_array_equal(results[0], expected[0])
-    for got, want in zip(final, expected_final):
+    for got, want in zip(final, expected_final, strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -278,7 +278,7 @@ def test_variable_averages_are_applied_by_the_chief_after_each_sync_update_as_st
         np.testing.assert_array_equal(results[task], want["losses"][task])
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         averages = sess.run([ema.average(w).value(), ema.average(b).value()])
-    for got, name in zip(final + averages, ["w", "b", "w_average", "b_average"]):
+    for got, name in zip(final + averages, ["w", "b", "w_average", "b_average"], strict=True):
         np.testing.assert_array_equal(got, want["final"][name], err_msg=name)
     # The averages lag the variables: they were updated, and are not the variables.
     assert not np.allclose(averages[0], final[0]) and not np.allclose(averages[0], w_initial := np.linspace(
@@ -299,7 +299,9 @@ def test_exponential_moving_average_follows_tfs_arithmetic_and_names():
             averages = ema.apply([w])
         count = bridge.ops.assign_add_variable_op(step.handle, np.int64(1))
         init = bridge.global_variables_initializer()
-    assert ema.average(w).name == ema.average_name(w) == "w/ExponentialMovingAverage"
+    # TF1's: the variable's name is its tensor's ("...:0"), average_name the op's, which checkpoints use.
+    assert ema.average(w).name == "w/ExponentialMovingAverage:0"
+    assert ema.average(w).op.name == ema.average_name(w) == "w/ExponentialMovingAverage"
     assert ema.average(step) is None
     # As TF's: the average's checkpoint name restores into w; the average itself is not listed again.
     assert ema.variables_to_restore() == {"w/ExponentialMovingAverage": w, "step": step}

@@ -54,7 +54,7 @@ def assert_same(got: Any, want: Any, where: str, values: bool = True) -> None:
                 assert_same(got[1][k], want[1][k], f"{where}[{k!r}]", values)
         else:
             assert len(got[1]) == len(want[1]), where
-            for i, (g, w) in enumerate(zip(got[1], want[1])):
+            for i, (g, w) in enumerate(zip(got[1], want[1], strict=True)):
                 assert_same(g, w, f"{where}[{i}]", values)
         return
     leaf = {k: got[k] for k in ("type", "dtype", "shape")}

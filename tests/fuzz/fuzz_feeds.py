@@ -378,7 +378,7 @@ def same_loose(got: np.ndarray, source: np.ndarray) -> bool:
     """An accepted object array of numbers: each element keeps its value."""
     if got.shape != source.shape:
         return False
-    for g, s in zip(got.reshape(-1).tolist(), source.reshape(-1).tolist()):
+    for g, s in zip(got.reshape(-1).tolist(), source.reshape(-1).tolist(), strict=True):
         if isinstance(s, float) and math.isnan(s):
             if not (isinstance(g, (float, complex)) and g != g):
                 return False
@@ -794,7 +794,7 @@ def prop_static_shape(data) -> None:
     dims = data.draw(st.one_of(st.just(tuple(2 if s is None else s for s in shape)),
                                st.lists(st.integers(0, 3), max_size=3).map(tuple)), label="shape")
     value = np.full(dims, b"s" if dtype == "string" else 1, dtype=dt)
-    compatible = len(dims) == len(shape) and all(s is None or s == d for s, d in zip(shape, dims))
+    compatible = len(dims) == len(shape) and all(s is None or s == d for s, d in zip(shape, dims, strict=True))
     trace(f"Session.run(identity, {{'{placeholder.name}' (shape {shape}): array of shape {dims}}})")
     expect = Expect("ok", value, "compatible shape") if compatible else \
         Expect("refuse", reason=f"shape {dims} is not compatible with {shape}")

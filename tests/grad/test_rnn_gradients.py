@@ -47,7 +47,7 @@ def _bridge_values(want: dict) -> tuple:
             var_second = bridge.gradients(z, handles)
             reads = [ops.read_variable_op(h, dtype=h.op.get_attr("dtype")) for h in handles]
         got = model.session.run([first, second, var_first, var_second, reads], {x: want["x"]})
-    return got[0], got[1], list(zip(got[4], got[2], got[3]))
+    return got[0], got[1], list(zip(got[4], got[2], got[3], strict=True))
 
 
 def _tolerance(want: dict) -> dict:

@@ -95,7 +95,7 @@ def test_every_signature_matches_its_op_def(ops, registry) -> None:
             taken.add(py)
             names.append(py)
         in_names = names[:len(op.input_args)]
-        attr_names = dict(zip([a.name for a in attrs], names[len(op.input_args):]))
+        attr_names = dict(zip([a.name for a in attrs], names[len(op.input_args):], strict=True))
         required = [a for a in attrs if not a.has_default]
         optional = [a for a in attrs if a.has_default]
         want = ([(n, P.POSITIONAL_OR_KEYWORD) for n in in_names]
@@ -107,7 +107,7 @@ def test_every_signature_matches_its_op_def(ops, registry) -> None:
         for p in params[:len(in_names) + len(required)]:
             if p.default is not P.empty:
                 problems.append(f"{op.name}.{p.name} should have no default")
-        for a, p in zip(optional, params[len(in_names) + len(required):-1]):
+        for a, p in zip(optional, params[len(in_names) + len(required):-1], strict=True):
             if not _same_default(p.default, a):
                 problems.append(f"{op.name}.{p.name}: default {p.default!r} != {a.default!r}")
         if params[-1].default is not None:

@@ -126,7 +126,7 @@ def handle(request: Any, out_dir: Path) -> dict:
         response["nested"] = describe(sess.run(_nested()))
         run = sess.make_callable({"out": names[:6] + ["string_0d:0"], "fed": fed_names[:2]}, fed_names[:2])
         response["callable"] = describe(run(*[fed_value(d) for d in DTYPES[:2]]))
-        response["fed"] = {n: describe(sess.run(n, {n: fed_value(d)})) for n, d in zip(fed_names, DTYPES)}
+        response["fed"] = {n: describe(sess.run(n, {n: fed_value(d)})) for n, d in zip(fed_names, DTYPES, strict=True)}
         response["variables"] = describe(sess.run([var, read, ref]))
     response["saved_model"] = _saved_model(out_dir)
     return response

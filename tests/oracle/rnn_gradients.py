@@ -95,7 +95,7 @@ def _gradients(call: Callable, x: np.ndarray, gy: np.ndarray, v: np.ndarray, var
     var_second = outer.gradient(z, variables)
     return {"y": y.numpy(), "first": first.numpy(), "second": second.numpy(),
             "variables": [{"name": w.name, "value": w.numpy(), "first": g.numpy(), "second": h.numpy()}
-                          for w, g, h in zip(variables, var_first, var_second)]}
+                          for w, g, h in zip(variables, var_first, var_second, strict=True)]}
 
 
 def _case(path: Path, signature: str, call: Callable, variables: list, x: np.ndarray,

@@ -55,7 +55,7 @@ def test_event_files_read_back_by_tensorflows_reader(tmp_path):
     assert "outer/loss" in events[1]["graph_nodes"] and "w" in events[1]["graph_nodes"]
     steps = events[2:]
     assert [e["step"] for e in steps] == [0, 10, 20, 30]
-    for event, (xv, wv) in zip(steps, fed):
+    for event, (xv, wv) in zip(steps, fed, strict=True):
         values = {tag: (kind, v) for tag, kind, v in event["values"]}
         assert set(values) == {"outer/loss", "outer/loss_1", "params/params/weights"}
         assert values["outer/loss"] == ("simple_value", np.float32(xv))

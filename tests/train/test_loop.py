@@ -6,6 +6,7 @@ in numpy.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 
@@ -74,7 +75,7 @@ def test_losses_are_gradient_descents():
     ref_losses, ref_w = numpy_gd(30)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-12)
     np.testing.assert_allclose(sess.run(w.value()), ref_w, rtol=1e-12)
-    assert all(b < a for a, b in zip(losses, losses[1:]))
+    assert all(b < a for a, b in itertools.pairwise(losses))
 
 
 def test_without_loss_the_list_holds_none():

@@ -178,7 +178,7 @@ def run_case(case):
                     grads, _ = bridge.train.clip_by_global_norm(grads, clip["global_norm"])
                 else:
                     grads = [bridge.train.clip_by_norm(gr, clip["norm"]) for gr in grads]
-                train = opt.apply_gradients(zip(grads, [v for _, v in grads_and_vars]), global_step=step)
+                train = opt.apply_gradients(zip(grads, [v for _, v in grads_and_vars], strict=True), global_step=step)
         all_vars = bridge.global_variables()
         finals = {v.op.name: v.read_value() for v in all_vars}
         init = bridge.global_variables_initializer()
@@ -263,7 +263,7 @@ def test_clipping_matches_tensorflow(tf_answers):
     # The norm really clipped, and a norm below clip_norm leaves the values as they are.
     assert float(got["norm"]) > c
     np.testing.assert_allclose(np.sqrt(sum(np.sum(x ** 2) for x in got["clipped"])), c, rtol=1e-12)
-    for a, t in zip(got["big"], [t for t in CLIP["tensors"] if t is not None]):
+    for a, t in zip(got["big"], [t for t in CLIP["tensors"] if t is not None], strict=True):
         np.testing.assert_allclose(a, t, rtol=1e-12)
 
 
