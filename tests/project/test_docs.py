@@ -156,7 +156,7 @@ CODE_SUFFIXES = {".py", ".jl", ".h", ".cc", ".c", ".j2", ".f90", ".inc", ".sh", 
 # Paths that are made at run time or by a build, not files of the repository (the outputs of
 # the examples are too, which .gitignore lists), and made-up ones that illustrate a rule.
 GENERATED = ("bridge/_resources",)
-ILLUSTRATIONS = {"bridge/a/__init__.py", "bridge/a/__init__"}
+ILLUSTRATIONS = {"bridge/a/__init__.py", "bridge/a/__init__", "bridge/low/__init__.py"}
 
 
 def _tracked() -> list[str]:
