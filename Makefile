@@ -7,9 +7,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup tf-keras julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench bench-check bench-goals contract clean
+.PHONY: all setup tf-keras julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench bench-check bench-goals contract docs docs-images clean
 
-# Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
+# Julia packages (docs/guides/julia-packages.md).  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
 # it after the user's depots (TFBRIDGE_JULIA_DEPOT, exported to every recipe;
 # a value from the environment wins).  Copies of it that lost their symbolic
@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[test,plot]'
+	@$(PY) -m pip install -q -e '.[test,plot,docs]'
 	@touch $@
 
 # Stock TF's TF1 layers.batch_normalization, which tests/oracle/nn_layers.py
@@ -54,15 +54,15 @@ tf-keras: $(STAMP)
 julia:
 	@bash julia/install-julia.sh
 
-# gfortran for Fortran ops and the tf_bridge Fortran module (README, "Fortran subroutines as ops" and "Fortran"):
+# gfortran for Fortran ops and the tf_bridge Fortran module (docs/guides/fortran-ops.md; docs/guides/fortran.md):
 # Debian's package where none is found.
 gfortran:
 	@command -v $${FC:-gfortran} >/dev/null 2>&1 || { echo ">> installing gfortran (apt-get)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q gfortran >/dev/null; }
 
-# socat for README's tested recipe of a cluster on an untrusted network (mutual-TLS tunnels between
-# loopback servers, README "Distributed"; tests/distribute/test_tunnels.py): Debian's package where none is found.
+# socat for the tested recipe of a cluster on an untrusted network (mutual-TLS tunnels between
+# loopback servers, docs/guides/distributed.md; tests/distribute/test_tunnels.py): Debian's package where none is found.
 socat:
 	@command -v socat >/dev/null 2>&1 || { echo ">> installing socat (apt-get)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
@@ -169,6 +169,23 @@ bench-goals:
 # editing the table (tests/julia/test_contract.py fails until then).
 contract:
 	@$(PY) -c 'import sys; from bridge.julia import contract; sys.exit(contract.main())'
+
+# The documentation site (mkdocs.yml, docs/) into build/site, strict: a broken
+# link, a missing page or an API reference that does not resolve fails.  It
+# imports bridge's light package modules (no TensorFlow, no Julia): seconds.
+# (Not --quiet: it hides the warnings --strict counts, and the build passes.)
+docs: $(STAMP)
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+	@echo ">> docs built: build/site/index.html"
+
+# The example plots the docs show (docs/images/gradcheck_two_layer.png,
+# docs/images/inverse_diffusion.png), made by running the examples: they need
+# Julia and a build, minutes rather than the docs build's seconds, so the PNGs
+# are committed and this remakes them after a change to the examples.
+docs-images: setup julia-packages
+	$(PY) examples/twolayer/run.py
+	cp examples/twolayer/gradcheck_two_layer.png docs/images/gradcheck_two_layer.png
+	$(PY) examples/inverse_diffusion/run.py --no-log --plot docs/images/inverse_diffusion.png
 
 clean:
 	rm -rf build .pytest_cache

@@ -2,7 +2,7 @@
 
 1. ``import tensorflow`` is blocked in the pytest process.  This process
    runs the bridge and Julia; importing stock TF next to Julia segfaults or
-   hangs (ENVIRONMENT.md, "the LLVM clash").  Stock TF answers questions in a
+   hangs (both bundle LLVM: docs/getting-started/install.md).  Stock TF answers questions in a
    subprocess instead, through ``support.oracle.run_oracle``.  The block lets
    ``importlib.util.find_spec("tensorflow")`` keep working, since the bridge
    uses it to locate TF's shared libraries without importing the package.

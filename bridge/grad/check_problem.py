@@ -80,7 +80,7 @@ class Problem:
 
     def _build(self, f: Any, dtypes: Sequence[np.dtype], attrs: Optional[dict]) -> tuple:
         from bridge.framework import builders
-        from bridge.framework.functions import flatten
+        from bridge.framework.nest import flatten
         graph = Graph()
         with graph.as_default():
             xs = [builders.placeholder(d, v.shape, name=f"x{i}") for i, (d, v) in enumerate(zip(dtypes, self.x0))]

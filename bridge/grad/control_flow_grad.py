@@ -17,8 +17,10 @@ from typing import Optional, Sequence
 
 from bridge.framework import dtypes
 from bridge.framework.attrs import Shape
-from bridge.framework.control_flow import WhileInfo, make_if, make_while, while_loop
-from bridge.framework.functions import FuncGraph, TracedFunction, lookup
+from bridge.framework.control_flow import PARALLEL_ITERATIONS, WhileInfo, make_if, make_while, while_loop
+from bridge.framework.errors import InvalidArgumentError
+from bridge.framework.func_graph import FuncGraph, TracedFunction
+from bridge.framework.functions import lookup
 from bridge.framework.graph import Operation, Output
 from ._helpers import _const, _node, _op, is_differentiable
 from .function_grad import vjp
@@ -275,6 +277,15 @@ def _reorder(cond_f: TracedFunction, body_f: TracedFunction, var_pos: list[int],
     return cache[key]
 
 
+def _attr_or(op: Operation, name: str, default: object) -> object:
+    """The attribute ``name`` of ``op``, or ``default`` where the op lacks it (a While of an
+    older GraphDef): TF's answer to an attribute an op does not have is InvalidArgument."""
+    try:
+        return op.get_attr(name)
+    except InvalidArgumentError:
+        return default
+
+
 def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> tuple[WhileInfo, list[int], list[int]]:
     """A WhileInfo for a While the bridge did not build, from its cond and body FunctionDefs,
     with the positions of its loop variables and of its loop invariants (which it takes as
@@ -285,17 +296,11 @@ def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> tup
         raise LookupError(f"operation '{op.name}' ({op.type}) calls function '{missing}', which is "
                           "neither traced by the bridge nor in the graph's library, so it has no gradient")
     n = op.num_inputs
-    try:
-        shapes = list(op.get_attr("output_shapes"))
-    except Exception:  # noqa: BLE001 (an older GraphDef may lack the attr)
-        shapes = []
+    shapes = list(_attr_or(op, "output_shapes", []))
     if len(shapes) != n:
         shapes = [t.shape for t in op.inputs]
     shapes = [Shape(s) if not s.unknown_rank else Shape.unknown() for s in shapes]
-    try:
-        parallel = int(op.get_attr("parallel_iterations"))
-    except Exception:  # noqa: BLE001
-        parallel = 10
+    parallel = int(_attr_or(op, "parallel_iterations", PARALLEL_ITERATIONS))
     inv_pos = [i for i in range(n) if _passes_through(body_f, i)]
     var_pos = [i for i in range(n) if i not in inv_pos]
     cond_r, body_r = _reorder(cond_f, body_f, var_pos, inv_pos, shapes)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import weakref
 from typing import Optional, Sequence
 
-from bridge.framework.functions import FuncGraph, TracedFunction, lookup
+from bridge.framework.func_graph import FuncGraph, TracedFunction
+from bridge.framework.functions import lookup
 from bridge.framework.graph import Operation, Output
 from bridge.framework.indexed_slices import convert_to_tensor
 from ._helpers import is_differentiable

@@ -171,7 +171,7 @@ def _precision(problem: Problem) -> np.dtype:
 def _check(problem: Problem, order: int, steps: Optional[Sequence[float]], rng: np.random.Generator,
            direction: Any, plot: Optional[str], min_order: Optional[float],
            names: Optional[Sequence[str]], output_names: Optional[Sequence[str]]) -> GradcheckResult:
-    from bridge.framework.functions import flatten
+    from bridge.framework.nest import flatten
     precision = _precision(problem)
     dtype_name = precision.name
     steps_arr = np.asarray(sorted(default_steps(precision, order) if steps is None else steps, reverse=True),

@@ -7,7 +7,7 @@ broadcasting took the input for an alias of the output).
 Here every spec feature with every dimension 0: static sizes, named and
 computed dimensions, every numeric dtype at ranks 1-3 (the compiled-entry
 path), dynamic outputs and string tensors (the generic path), forward and
-gradient, in each scheduling mode (README, "Threads"): TF's caller thread,
+gradient, in each scheduling mode (docs/internals/threads.md): TF's caller thread,
 TF's pool, a julia_thread session, and TFBRIDGE_JULIA_ASYNC=0 in a child.
 """
 from __future__ import annotations

@@ -191,7 +191,7 @@ def report(tmp_path_factory) -> dict[str, list[str]]:
 
 
 def _counts(report, when) -> dict[str, int]:
-    return dict(zip(["tensors", "models", "trainers", "borrowed"], map(int, report[when])))
+    return dict(zip(["tensors", "models", "trainers", "borrowed"], map(int, report[when]), strict=True))
 
 
 def test_a_loop_that_deletes_nothing_leaks_no_tensor_and_no_memory(report):

@@ -167,3 +167,20 @@ def test_imported_v1_loops_have_no_gradient_in_tensorflow_either() -> None:
     get = graph.get_tensor_by_name
     with graph.as_default(), pytest.raises(LookupError, match="v1 control flow"):
         bridge.gradients([get(n) for n in want["ys"]], [get(n) for n in want["xs"]])
+
+
+def test_an_attribute_a_while_lacks_is_its_default_and_other_errors_propagate() -> None:
+    """An imported While's output_shapes and parallel_iterations (an older GraphDef may lack
+    them): TF's InvalidArgument for a missing attribute gives the default, nothing else is caught."""
+    import bridge
+    from bridge.framework.control_flow import PARALLEL_ITERATIONS
+    from bridge.grad.control_flow_grad import _attr_or
+
+    g = bridge.Graph()
+    with g.as_default():
+        op = bridge.constant(1.0).op
+    assert _attr_or(op, "parallel_iterations", PARALLEL_ITERATIONS) == 10
+    assert _attr_or(op, "output_shapes", []) == []
+    assert _attr_or(op, "dtype", None) == bridge.float32
+    with pytest.raises(AttributeError):
+        _attr_or(object(), "parallel_iterations", PARALLEL_ITERATIONS)

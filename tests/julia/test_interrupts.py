@@ -6,7 +6,7 @@ sessions), abandoning the Julia ops still running; the session stays usable.
 
 What Julia 1.5 lets through: Julia code that calls TFBridge.checkinterrupt()
 stops there with InterruptException; code that never calls it runs to its end
-on its thread, its outputs discarded (README, "Interrupts and deadlines")."""
+on its thread, its outputs discarded (docs/internals/interrupts.md)."""
 from __future__ import annotations
 
 import os

@@ -147,7 +147,7 @@ EXPRESSIONS = {
     "clip_by_value": ({"x": F}, "tf.clip_by_value(x, -0.5, 0.5)"),
     "raw_named": ({"x": F, "y": G}, "tf.maximum(tf.exp(x), tf.sqrt(tf.square(y))) + tf.reshape(tf.tile(x, [1, 2]), [2, 6])[:, :3]"),
 }
-# TF 2's tf.math / tf.linalg / tf.random namespaces (bridge/ops/namespaces.py): every name, its nodes
+# TF 2's tf.math / tf.linalg / tf.random namespaces (bridge/api/namespaces.py): every name, its nodes
 _U = np.linspace(0.15, 0.85, 6, dtype=np.float32).reshape(2, 3)
 _UNARY = ["acos", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "digamma", "erf", "erfc", "exp", "expm1",
           "floor", "is_finite", "is_inf", "is_nan", "lgamma", "log", "log1p", "negative", "reciprocal", "rint",

@@ -1,7 +1,7 @@
 """Run the stock-TensorFlow oracle scripts (tests/oracle/*.py) from the test process.
 
 The test process loads the bridge and Julia, so it must never
-``import tensorflow`` (the two LLVMs clash: see ENVIRONMENT.md).  Stock TF
+``import tensorflow`` (the two LLVMs clash: see docs/getting-started/install.md).  Stock TF
 answers questions in a subprocess instead: :func:`run_oracle` pickles the
 request, runs ``python tests/oracle/<script>.py REQ RESP OUT_DIR`` with this
 interpreter and unpickles the response.  Nothing here imports tensorflow.
