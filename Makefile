@@ -98,7 +98,7 @@ julia-packages: julia $(if $(filter $(JULIA_DEPOT_MIRROR),$(TFBRIDGE_JULIA_DEPOT
 $(JULIA_DEPOT_MIRROR)/.mirror-of: julia/mirror_julia_depot.py $(SHARED_JULIA_DEPOT)/packages
 	@$(PYTHON) julia/mirror_julia_depot.py $(SHARED_JULIA_DEPOT) $(JULIA_DEPOT_MIRROR)
 
-# The TwoLayer example's op image (README, "Julia's start"): Julia's system
+# The TwoLayer example's op image (docs/internals/julia-start.md): Julia's system
 # image with ForwardDiff and the code a run of the op compiles built in, so
 # that the example's first result comes in about 5 s instead of 8-9 s (Julia
 # 1.5 keeps no machine code of packages).  About 3 minutes the first time (8

@@ -424,7 +424,7 @@ def test_language_directive_and_folder_detection(tmp_path):
 
 
 def test_recycled_output_buffers_never_back_two_live_tensors(mix):
-    """Small outputs come from per-size free lists (kernels_cpp/README.md,
+    """Small outputs come from per-size free lists (docs/internals/kernels-cpp.md,
     "Output buffers"): a buffer goes back to its list only when TF frees its
     tensor.  Results of 300 runs of sizes that share lists, all kept alive
     while later runs reuse freed buffers, each still hold their own values."""

@@ -147,7 +147,7 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       // VMs measured, which every call longer than the caller's way back to
       // its wait paid (a Julia op on 10,000 doubles: 108 us, native Mul 25).
       // So it looks for the end of `done` first, for the runtime's poll time
-      // (README.md, "Performance": one Julia op by size).
+      // (docs/performance.md: one Julia op by size).
       auto over = std::make_shared<std::atomic<bool>>(false);
       Start(ctx, [done = std::move(done), over] {
         done();

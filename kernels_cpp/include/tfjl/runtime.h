@@ -124,7 +124,7 @@ bool call_abandoned();
 // (TFBRIDGE_JULIA_POLL_US, 50 us by default; 0: returns at once), as the
 // runtime's own waiters do before they sleep: a thread that will wait for a
 // short call anyway looks for its result first, since waking a sleeping
-// thread costs 30-100 us on the VMs measured (README.md, "Waiting for work").
+// thread costs 30-100 us on the VMs measured (docs/internals/kernels-cpp.md, "Waiting for work").
 void poll_until(const std::atomic<bool>& flag);
 
 // What tfjl::OutputPool (output_pool.h) calls for a fresh buffer when a free
