@@ -131,6 +131,7 @@ print(json.dumps({"slept": slept}))
 """
 
 
+@pytest.mark.serial  # a count of sleeps with a 10 ms poll: polling needs a core, as Julia's thread does
 def test_the_thread_running_a_small_graph_waits_for_its_julia_op_awake(step_dir):
     """A Session runs a small graph in the thread calling it: the Julia kernel
     hands its call over and Julia's thread finishes the step.  The calling
