@@ -163,10 +163,14 @@ def main() -> None:
     def line(label: str, value: Figure, unit: str, note: str) -> None:
         print(f"  {label:<52s} {value:8.{2 if unit == 'x' else 3}f}{unit if unit == 'x' else ' s'}   {note}"
               f"   {value.describe(3, unit if unit == 'x' else ' s')}")
+    # The goals hold for what the set-up gives: Julia's image with TFBridge (make setup) and,
+    # for TwoLayer, its op image (make demo); the other modes are printed for comparison only,
+    # without a goal, so that `make bench-check` checks only the figures a user gets.
     for label in ("image", "no image"):
         if f"init(), {label}" not in best:
             continue
-        line(f"init / julia -e 0, {label}", ratio(best[f"init(), {label}"], anchor), "x", "(goal: <= 3x)")
+        goal = "(goal: <= 3x)" if label == "image" else "(no goal: without make julia-image's image)"
+        line(f"init / julia -e 0, {label}", ratio(best[f"init(), {label}"], anchor), "x", goal)
         print(f"  {'  the same in CPU time':<52s} {ratio(best[f'init(), {label}'].cpu, anchor.cpu):8.2f}x")
     if op_image is None:
         print(f"  (no system image for examples/twolayer: `tfbridge julia build-image --ops {TWOLAYER}` builds it;"
@@ -175,14 +179,17 @@ def main() -> None:
         if f"init(), {label}" not in best:
             continue
         line(f"first result of a built op, {label}", best[f"first result of a built op, {label}"], "s",
-             "(goal: <= 2 s)")
+             "(goal: <= 2 s)" if label == "image" else "(no goal)")
         line(f"first result of TwoLayer (ForwardDiff), {label}",
-             best[f"first result of TwoLayer (ForwardDiff), {label}"], "s", "(goal: <= 5 s)")
-    if OP_IMAGE_MODE in best:
+             best[f"first result of TwoLayer (ForwardDiff), {label}"], "s", "(no goal: TFBridge's image only)"
+             if label == "image" else "(no goal)")
+    # What `make demo` gives: TwoLayer's op image where it could be built, else TFBridge's image.
+    demo = OP_IMAGE_MODE if OP_IMAGE_MODE in best else "first result of TwoLayer (ForwardDiff), image"
+    if demo in best:
         before = best.get("first result of TwoLayer (ForwardDiff), image")
-        beside = (f"(TFBridge's image only: {float(before):.3f} s, {float(ratio(best[OP_IMAGE_MODE], before)):.2f}x)"
-                  if before else "")
-        line("first result of TwoLayer, its op image", best[OP_IMAGE_MODE], "s", "(goal: <= 5 s) " + beside)
+        beside = (f"(TFBridge's image only: {float(before):.3f} s, {float(ratio(best[demo], before)):.2f}x)"
+                  if before and demo == OP_IMAGE_MODE else "(no op image: TFBridge's image only)")
+        line("first result of TwoLayer after make demo", best[demo], "s", "(goal: <= 5 s) " + beside)
 
 
 if __name__ == "__main__":
