@@ -14,7 +14,12 @@ the 2-core VMs measured): 22 us over native at 10-1,000 doubles, 80-140 us at
 threads and paid for wake-ups of its own.  The kernel now looks for the end of
 the step before it returns (kernels_cpp/include/tfjl/kernel.h, ComputeAsync).
 The last columns count how often the calling thread slept per run (its
-voluntary context switches), the mechanism behind that bump.
+voluntary context switches), the mechanism behind that bump.  Each size also
+prints what a bare hand-over to Julia's thread costs on the machine at that
+moment (the native Mul run on Julia's thread against the same in the
+caller's): a Julia op in the default executor pays one per run, and on a
+machine whose cores are shared with other work it is mostly the time Julia's
+thread waits to be scheduled.
 """
 import resource
 import sys
@@ -85,10 +90,18 @@ for n, figs in results.items():
     extra = difference(figs["Julia op, default"], figs["native Mul, default"])
     extra_jt = difference(figs["Julia op, julia_thread"], figs["native Mul, julia_thread"])
     cpu = difference(figs["Julia op, default"].cpu, figs["native Mul, default"].cpu)
+    # What one hand-over to Julia's thread and back costs by itself on this machine now: the
+    # native graph run on Julia's thread against the same graph in the caller's.  A Julia op
+    # in the default executor pays one such hand-over per run (Julia 1.5: only Julia's threads
+    # may call Julia); on a machine whose cores are shared, it is the time the other thread
+    # waits to be scheduled, which no code of the bridge's can remove.
+    handover = difference(figs["native Mul, julia_thread"], figs["native Mul, default"])
     ratio_line(f"{n:,d} doubles: Julia - native, default executor", extra, f"   (goal: <= {GOAL_US:g} us)",
                digits=1, unit=" us")
     ratio_line(f"{n:,d} doubles: Julia - native, julia_thread", extra_jt, digits=1, unit=" us")
     ratio_line(f"{n:,d} doubles: CPU, Julia - native, default", cpu, digits=1, unit=" us")
+    ratio_line(f"{n:,d} doubles: a bare hand-over (native on Julia's thread - native)", handover, digits=1,
+               unit=" us")
     if worst is None or float(extra) > float(worst[1]):
         worst = (n, extra)
 n, extra = worst
