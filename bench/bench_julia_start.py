@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, Figure, load_average, ratio  # noqa: E402  (also puts tests/ on sys.path)
+from _common import REPO, Figure, check_goal, load_average, ratio  # noqa: E402  (also puts tests/ on sys.path)
 
 ROUNDS = 2 if "--quick" in sys.argv else int(os.environ.get("BENCH_ROUNDS", "7"))
 TWOLAYER = REPO / "examples" / "twolayer"
@@ -163,6 +163,8 @@ def main() -> None:
     def line(label: str, value: Figure, unit: str, note: str) -> None:
         print(f"  {label:<52s} {value:8.{2 if unit == 'x' else 3}f}{unit if unit == 'x' else ' s'}   {note}"
               f"   {value.describe(3, unit if unit == 'x' else ' s')}")
+        if note.startswith("(goal: "):
+            check_goal(label, value, note[len("(goal: "):note.index(")")], "x" if unit == "x" else "s")
     # The goals hold for what the set-up gives: Julia's image with TFBridge (make setup) and,
     # for TwoLayer, its op image (make demo); the other modes are printed for comparison only,
     # without a goal, so that `make bench-check` checks only the figures a user gets.
