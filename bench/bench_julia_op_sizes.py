@@ -100,7 +100,7 @@ for n, figs in results.items():
                digits=1, unit=" us")
     ratio_line(f"{n:,d} doubles: Julia - native, julia_thread", extra_jt, digits=1, unit=" us")
     ratio_line(f"{n:,d} doubles: CPU, Julia - native, default", cpu, digits=1, unit=" us")
-    ratio_line(f"{n:,d} doubles: a bare hand-over (native on Julia's thread - native)", handover, digits=1,
+    ratio_line(f"{n:,d} doubles: a bare hand-over to Julia's thread", handover, digits=1,
                unit=" us")
     if worst is None or float(extra) > float(worst[1]):
         worst = (n, extra)
