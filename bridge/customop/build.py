@@ -201,6 +201,9 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     entries = codegen.entries_source(spec)
     if entries is not None:
         (work / codegen.entries_file_name(spec)).write_text(entries)
+    gradient = codegen.forwarddiff_source(spec)
+    if gradient is not None:  # @gradient forwarddiff: the functions of <Op>Grad and <Op>GradGrad
+        (work / codegen.forwarddiff_file_name(spec)).write_text(gradient)
 
     try:
         tf = toolchain.tensorflow()

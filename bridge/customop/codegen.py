@@ -19,7 +19,7 @@ from bridge.platform import paths
 from bridge.julia import contract
 from .model import Arg, Attr, Expr, OpSpec
 from .analysis import (differentiable_types, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic,
-                       sizes_dimensions)
+                       second_backward, sizes_dimensions)
 from .dims import Num, dim_names, divisors, evaluate, parse_expr, render_expr
 from .spec import snake_case
 
@@ -281,6 +281,7 @@ class _Builder:
         # Before the gradient context: its views must not add dimension functions.
         functions = list(self.functions)
         grad = self.grad_context() if has_gradient(spec) else None
+        second = self.second_grad_context() if grad and spec.gradient else None
         return {
             "spec": spec,
             "op": spec.name,
@@ -304,6 +305,8 @@ class _Builder:
             "dim_functions": functions,
             "uses_floordiv": self.uses_floordiv,
             "grad": grad,
+            "second_grad": second,
+            "second_backward": second_backward(spec) if second else "",
             "differentiable_types": differentiable_types(),
         }
 
@@ -350,6 +353,44 @@ class _Builder:
             v.like_index = first_input + position[id(a)]
             op_outputs.append(v)
         return {"op": f"{spec.name}Grad", "inputs": op_inputs, "outputs": op_outputs,
+                "incoming": incoming}
+
+    def second_grad_context(self) -> dict:
+        """The gradient op of the gradient op (@gradient forwarddiff): inputs
+        grad_grad_<float input>... (the gradients of <Op>Grad's outputs),
+        grad_<float output>..., outputs..., inputs...; outputs
+        grad_grad_<float output>... (shaped like the outputs) and
+        grad2_<float input>... (shaped like the inputs).  Laid out as
+        grad_context's, for the same template code."""
+        spec = self.spec
+        floats_in, floats_out = grad_inputs(spec), grad_outputs(spec)
+        incoming = []
+        for a in floats_in:
+            v = self.arg_view(a, 0, "grad")
+            v.name, v.like = f"grad_grad_{a.name}", a.name
+            incoming.append(v)
+        for a in floats_out:
+            v = self.arg_view(a, 0, "grad")
+            v.name, v.like = f"grad_{a.name}", a.name
+            incoming.append(v)
+        forward_args = [self.arg_view(a, 0, "grad") for a in spec.outputs + spec.inputs]
+        op_inputs = incoming + forward_args
+        for i, v in enumerate(op_inputs):
+            v.index = i
+        first_output = len(incoming)
+        first_input = first_output + len(spec.outputs)
+        out_position = {id(a): i for i, a in enumerate(spec.outputs)}
+        in_position = {id(a): i for i, a in enumerate(spec.inputs)}
+        op_outputs = []
+        for a in floats_out:
+            v = self.arg_view(a, len(op_outputs), "grad")
+            v.name, v.like, v.like_index = f"grad_grad_{a.name}", a.name, first_output + out_position[id(a)]
+            op_outputs.append(v)
+        for a in floats_in:
+            v = self.arg_view(a, len(op_outputs), "grad")
+            v.name, v.like, v.like_index = f"grad2_{a.name}", a.name, first_input + in_position[id(a)]
+            op_outputs.append(v)
+        return {"op": f"{spec.name}GradGrad", "inputs": op_inputs, "outputs": op_outputs,
                 "incoming": incoming}
 
 
@@ -534,6 +575,11 @@ def entries(spec: OpSpec) -> list[Entry]:
         found.append(_entry(grad["op"], spec.backward,
                             [(g, f"gradient of input {g.like}") for g in grad["outputs"]]
                             + [(a, "input") for a in grad["inputs"]], ctx["attrs"]))
+    second = ctx["second_grad"]
+    if second:
+        found.append(_entry(second["op"], ctx["second_backward"],
+                            [(g, f"gradient of {g.like}") for g in second["outputs"]]
+                            + [(a, "input") for a in second["inputs"]], ctx["attrs"]))
     return [e for e in found if e is not None]
 
 
@@ -546,6 +592,39 @@ def entries_source(spec: OpSpec) -> Optional[str]:
         return None
     return render("entries.jl.j2", spec, entries=found, entry_params=contract.ENTRY_PARAMS,
                   entry_result=contract.ENTRY_RESULT[1])
+
+
+def forwarddiff_source(spec: OpSpec) -> Optional[str]:
+    """Julia source defining the functions of <Op>Grad and <Op>GradGrad of an
+    op with ``@gradient forwarddiff`` (inside TFBridge.ForwardDiffGradients);
+    None for other ops."""
+    ctx = context(spec)
+    if not ctx["second_grad"]:
+        return None
+    position = {id(a): i for i, a in enumerate(spec.inputs)}
+    out_position = {id(a): i for i, a in enumerate(spec.outputs)}
+
+    def vector(items, element: str) -> str:  # a Julia vector literal, typed when empty
+        return ("" if items else element) + "[" + ", ".join(str(i) for i in items) + "]"
+    inputs, outputs = ctx["inputs"], ctx["outputs"]
+    layout = {
+        "input_names": vector([f":{a.name}" for a in inputs], "Symbol"),
+        "input_types": vector([a.julia_type for a in inputs], "DataType"),
+        "input_ranks": vector([a.rank for a in inputs], "Int"),
+        "output_names": vector([f":{a.name}" for a in outputs], "Symbol"),
+        "output_types": vector([a.julia_type for a in outputs], "DataType"),
+        "output_ranks": vector([a.rank for a in outputs], "Int"),
+        "attr_types": vector([t.julia_type for t in ctx["attrs"]], "DataType"),
+        "differentiable_inputs": vector([position[id(a)] + 1 for a in grad_inputs(spec)], "Int"),
+        "differentiable_outputs": vector([out_position[id(a)] + 1 for a in grad_outputs(spec)], "Int"),
+        "dynamic": vector(["true" if a.dynamic else "false" for a in outputs], "Bool"),
+    }
+    return render("forwarddiff.jl.j2", spec, layout=layout)
+
+
+def forwarddiff_file_name(spec: OpSpec) -> str:
+    """Where a build puts forwarddiff_source(spec)."""
+    return f"{spec.name}_gradient.jl"
 
 
 def entries_file_name(spec: OpSpec) -> str:
@@ -647,7 +726,8 @@ def scaffold_spec(name: str) -> str:
 
 
 #: The templates whose output goes into a build (the others only scaffold).
-BUILD_TEMPLATES = ("kernel.cc.j2", "op_registration.cc.j2", "CMakeLists.txt.j2", "gradtest.py.j2", "entries.jl.j2")
+BUILD_TEMPLATES = ("kernel.cc.j2", "op_registration.cc.j2", "CMakeLists.txt.j2", "gradtest.py.j2", "entries.jl.j2",
+                   "second_gradient_op.cc.j2", "forwarddiff.jl.j2")
 
 
 def template_files() -> list[Path]:

@@ -255,7 +255,7 @@ ERRORS = [
      "names the double attribute on line 4; only int64 attributes can size a dimension"),
     ("Op\ndouble y(k) -> output\n@attr int64 k = -1\n", 3, "its default must be >= 0, not -1"),
     ("Op\ndouble x()\ndouble y() -> output\n@attrs int64 k\n", 4,
-     "unknown directive '@attrs': expected @attr, @forward, @backward or @language"),
+     "unknown directive '@attrs': expected @attr, @forward, @backward, @gradient or @language"),
     ("Op\ndouble x()\ndouble y() -> output\n@attr k\n", 4, "expected '@attr TYPE NAME'"),
     ("Op\ndouble x()\ndouble y() -> output\n@attr int32x k\n", 4, "unknown attribute type 'int32x'"),
     ("Op\ndouble x()\ndouble y() -> output\n@attr double K\n", 4, "attribute name 'K' must be lower-case"),
