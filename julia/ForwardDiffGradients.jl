@@ -8,7 +8,14 @@
 # incoming gradients: a vector-Jacobian product built from chunked forward
 # passes (first_order.jl).  <Op>GradGrad, the gradient op of <Op>Grad, does
 # the same with dual numbers nested two deep (second_order.jl), so Hessians
-# and Hessian-vector products reach through the op.  `check_forward`
+# and Hessian-vector products reach through the op.  Those passes cost one
+# per CHUNK inputs; so by default both run in reverse mode instead
+# (tracked.jl, reverse.jl): one pass records a tape of the forward
+# function's scalar operations, with ForwardDiff's derivative rules
+# (DiffRules), and one sweep back gives every input's gradient; second order
+# records on values that are dual numbers along v (forward over reverse).
+# Dual numbers remain for forward functions the tape cannot follow (layout.jl,
+# `MODE` and `FORWARD_ONLY`).  `check_forward`
 # (check.jl) refuses, when the op loads, a forward function that cannot take
 # dual numbers.
 #
@@ -49,6 +56,18 @@ const CHUNK = 8
 include("ForwardDiffGradients/layout.jl")
 include("ForwardDiffGradients/first_order.jl")
 include("ForwardDiffGradients/second_order.jl")
+include("ForwardDiffGradients/tracked.jl")
+include("ForwardDiffGradients/reverse.jl")
 include("ForwardDiffGradients/check.jl")
+
+# Per process (this module may come built into an op image): a slot per Julia thread for the tapes.
+function __init__()
+    for slots in ACTIVE
+        resize!(slots, Threads.nthreads())
+        fill!(slots, nothing)
+    end
+    empty!(FORWARD_ONLY)
+    return nothing
+end
 
 end # module ForwardDiffGradients

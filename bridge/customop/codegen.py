@@ -465,14 +465,15 @@ def julia_stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
     body lists what to compute and raises an error naming the function."""
     ctx = context(spec)
     outputs, inputs, attrs, grad = ctx["outputs"], ctx["inputs"], ctx["attrs"], ctx["grad"]
-    functions = [("forward", spec.forward)] + ([("backward", spec.backward)] if grad else [])
+    with_backward = grad and not spec.gradient  # @gradient forwarddiff: the bridge writes it
+    functions = [("forward", spec.forward)] + ([("backward", spec.backward)] if with_backward else [])
     fwd = ([(a.name, "output", a.julia_doc("output")) for a in outputs]
            + [(a.name, "input", a.julia_doc("input")) for a in inputs]
            + [(t.name, "attribute", _attr_doc(t)) for t in attrs])
     extra = {"fwd_args": [r[0] for r in fwd], "fwd_doc": _doc_lines(fwd),
              "forward_body": forward_body, "backward_body": backward_body,
              "stub_items": _stub_items(functions)}
-    if grad:
+    if with_backward:
         bwd = ([(g.name, f"gradient of input {g.like}", g.gradient_doc) for g in grad["outputs"]]
                + [(g.name, f"gradient of output {g.like}", g.julia_doc("input"))
                   for g in grad["incoming"]]

@@ -29,8 +29,9 @@ struct Problem
     via::Vector{Any}          # the signatures between the two
 end
 
-"""The argument types of one forward pass of `L` (first order), as `Passes` builds its arguments."""
-function pass_types(L::Layout)
+"""The argument types of one forward pass of `L` (first order), as `Passes` builds its arguments, with
+`element(T)` the element type of a differentiable argument of element type `T`."""
+function pass_types(L::Layout, element::Function)
     types = Any[]
     for o in eachindex(L.outputs)
         T, r = L.output_types[o], L.output_ranks[o]
@@ -39,7 +40,7 @@ function pass_types(L::Layout)
         elseif T === String
             push!(types, Array{String,r})
         else
-            E = o in L.differentiable_outputs ? gradient_output(T) : T
+            E = o in L.differentiable_outputs ? element(T) : T
             push!(types, view_type(Array{E,r}))
         end
     end
@@ -48,7 +49,7 @@ function pass_types(L::Layout)
         if T === String
             push!(types, r == 0 ? String : Array{String,r})
         else
-            E = i in L.differentiable_inputs ? lifted(T, gradient_dual(realtype(T))) : T
+            E = i in L.differentiable_inputs ? element(T) : T
             push!(types, view_type(ReadOnlyArray{E,r}))
         end
     end
@@ -125,9 +126,11 @@ function statement_line(code::Core.CodeInfo, i::Int)
     return (String(node.file), node.line)
 end
 
-"""Whether values of type `T` carry the gradient's dual numbers (a dual, or an array or broadcast of them)."""
+"""Whether values of type `T` carry the numbers of a gradient's pass (a dual or tracked number, or an array or
+broadcast of them)."""
 function carries_dual(@nospecialize(T))
     T isa DataType || return false
+    T <: Tracked && return true
     T <: Dual && return T <: Dual{GRADIENT}
     T <: Complex && return carries_dual(T.parameters[1])
     T <: AbstractArray && return carries_dual(eltype(T))
@@ -175,10 +178,25 @@ function factorizes_sparse(@nospecialize(sig))
     return any(sparse_dual, sig.parameters[2:end])
 end
 
-"""Whether `sig` may call a method of the op's own code."""
+"""Whether `sig` may call a method of the op's own code, directly or through a
+function of the op's code it is given (a closure or generator passed to `map`,
+a comprehension, a broadcast)."""
 function calls_own(@nospecialize(sig))
     matches = Base._methods_by_ftype(sig, -1, Base.get_world_counter())
-    return matches isa Vector && any(m -> users(m[3]), matches)
+    matches isa Vector && any(m -> users(m[3]), matches) && return true
+    return any(t -> carries_own_function(t, 3), sig.parameters[2:end])
+end
+
+"""Whether type `T` is, or holds in its parameters (`depth` levels down), a function type of the op's own code."""
+function carries_own_function(@nospecialize(T), depth::Int)
+    T isa DataType || return false
+    if T <: Function && !(T <: Core.Builtin)
+        mod = T.name.module
+        return mod === Main || (!Base.is_root_module(mod) && Base.moduleroot(mod) === Main &&
+                                nameof(mod) !== :TFBridge && parentmodule(mod) !== Main.TFBridge)
+    end
+    depth > 0 || return false
+    return any(p -> carries_own_function(p, depth - 1), T.parameters)
 end
 
 """
@@ -202,7 +220,7 @@ function find_problem(@nospecialize(sig), seen::Set{Any}, depth::Int = 0)
             found = nothing
             if (!returns && !has_method(call)) || (own && factorizes_sparse(call))
                 found = Problem("", 0, "", call, call, Any[])
-            elseif !returns || (own && calls_own(call))
+            elseif !returns || calls_own(call)
                 found = find_problem(call, seen, depth + 1)
                 found === nothing || pushfirst!(found.via, call)
             end
@@ -215,9 +233,14 @@ function find_problem(@nospecialize(sig), seen::Set{Any}, depth::Int = 0)
                 end
             end
             found === nothing && continue
+            name = startswith(String(method.name), "#") ? "" : String(method.name)  # not a closure's
             if own && isempty(found.file)   # the deepest line of the op's own code
                 file, line = statement_line(code, i)
-                return Problem(file, line, String(method.name), call, found.cause, found.via)
+                # Code lowering made (a comprehension's generator) has no lines: its caller's line says it.
+                (file == "none" || line == 0) && return Problem("", 0, "", call, found.cause, found.via)
+                return Problem(file, line, name, call, found.cause, found.via)
+            elseif own && isempty(found.function_name)   # in a closure or generator of this function
+                return Problem(found.file, found.line, name, found.call, found.cause, found.via)
             end
             return found
         end
@@ -232,6 +255,7 @@ function short_types(text::AbstractString)
     for R in (Float64, Float32)
         text = replace(text, string(gradient_dual(R)) => "Dual{$R}")
     end
+    text = replace(text, string(Tracked{Float64}) => "Tracked{Float64}")
     return replace(replace(text, "ForwardDiff.Dual" => "Dual"), "Main.TFBridge." => "TFBridge.")
 end
 
@@ -322,7 +346,7 @@ hand-written backward function would have.
 function check_forward(L::Layout, where::String, backward::String)
     f = resolve_function(L.forward)
     f === nothing && return ""   # the check of the functions says so
-    sig = Tuple{Core.Typeof(f), pass_types(L)...}
+    sig = Tuple{Core.Typeof(f), pass_types(L, gradient_output)...}
     head = "$where: @gradient forwarddiff runs the forward function $(L.forward) on ForwardDiff's dual numbers, " *
            "which it cannot take"
     second = "or write the backward function $backward in the op's file and replace '@gradient forwarddiff' " *
@@ -338,10 +362,26 @@ function check_forward(L::Layout, where::String, backward::String)
     p === nothing && return ""
     what, fix = explain(p)
     text = source_line(p.file, p.line)
-    return "$head: $(p.file):$(p.line), in $(p.function_name)" * (isempty(text) ? "" : ", `$text`") *
+    return "$head: $(p.file):$(p.line), in $(isempty(p.function_name) ? L.forward : p.function_name)" * (isempty(text) ? "" : ", `$text`") *
            ": $what. Two fixes: $fix, $second"
 end
 
-"""`check_forward` for the op `op`, whose generated file defined `LAYOUT_<op>` here."""
-check_op(op::String, where::String, backward::String) =
-    check_forward(getfield(@__MODULE__, Symbol("LAYOUT_", op))::Layout, where, backward)
+"""
+`check_forward` for the op `op`, whose generated file defined `LAYOUT_<op>`
+here.  A forward function that takes dual numbers but not the reverse mode's
+tracked numbers (a function ForwardDiff defines for dual numbers only) is
+not refused: its gradients use dual numbers (FORWARD_ONLY).
+"""
+function check_op(op::String, where::String, backward::String)
+    L = getfield(@__MODULE__, Symbol("LAYOUT_", op))::Layout
+    problem = check_forward(L, where, backward)
+    isempty(problem) || return problem
+    lock(() -> delete!(FORWARD_ONLY, op), FORWARD_ONLY_LOCK)   # the file may have changed since
+    f = resolve_function(L.forward)
+    f === nothing && return ""
+    sig = Tuple{Core.Typeof(f), pass_types(L, T -> lifted(T, Tracked{Float64}))...}
+    if !has_method(sig) || find_problem(sig, Set{Any}()) !== nothing
+        lock(() -> push!(FORWARD_ONLY, op), FORWARD_ONLY_LOCK)
+    end
+    return ""
+end

@@ -52,9 +52,14 @@ The gradient op of an op with `@gradient forwarddiff`: adds to `grads` (the
 gradients of the differentiable inputs, zeros on entry) the product of the
 incoming gradients `gys` (of the differentiable outputs) with the Jacobian
 of the forward function at the inputs `xs`; `ys` are the forward op's
-outputs (only their shapes are used), `attrs` its attributes.
+outputs (only their shapes are used), `attrs` its attributes.  By the
+reverse mode (reverse.jl), or dual numbers (`MODE`).
 """
-function gradient!(L::Layout, grads::Tuple, gys::Tuple, ys::Tuple, xs::Tuple, attrs::Tuple)
+gradient!(L::Layout, grads::Tuple, gys::Tuple, ys::Tuple, xs::Tuple, attrs::Tuple) =
+    by_mode(forward_gradient!, reverse_gradient!, L, grads, gys, ys, xs, attrs)
+
+"""`gradient!` by dual numbers: ceil(directions / CHUNK) forward passes."""
+function forward_gradient!(L::Layout, grads::Tuple, gys::Tuple, ys::Tuple, xs::Tuple, attrs::Tuple)
     P = Passes(L, ys, xs, attrs, (i, x) -> gradient_input(x), gradient_output)
     for first in 1:CHUNK:P.ndirections
         checkinterrupt()

@@ -210,3 +210,41 @@ end
 add_part!(G::AbstractArray{<:Real}, k::Int, part::Int, v) = (G[k] += v; G)
 add_part!(G::AbstractArray{<:Complex}, k::Int, part::Int, v) =
     (G[k] += part == 1 ? complex(v, zero(v)) : complex(zero(v), v); G)
+
+# ---------------------------------------------------------------- forward or reverse
+
+"""
+How gradients are computed: `:auto` (the reverse mode, or dual numbers for
+an op whose forward function the reverse mode cannot run: FORWARD_ONLY),
+`:forward` or `:reverse` (for tests and benchmarks:
+`TFBridge.ForwardDiffGradients.MODE[] = :forward`).  The reverse mode costs
+a recording pass and a sweep, about 10-60 times the forward function in
+Julia whatever the number of inputs; dual numbers cost a pass per CHUNK
+input directions, each a few times the forward function: more from a few
+dozen inputs on, and even one pass costs more than a recording.
+"""
+const MODE = Ref(:auto)
+
+"""The ops whose forward function the reverse mode cannot run (found at load, or at a first gradient): dual numbers only."""
+const FORWARD_ONLY = Set{String}()
+const FORWARD_ONLY_LOCK = ReentrantLock()
+
+"""Run `forward(L, args...)` or `reverse(L, args...)`, as `MODE` says; falls back to `forward` for good when the
+reverse mode meets an operation it cannot record (adding the op to FORWARD_ONLY)."""
+function by_mode(forward::Function, reverse::Function, L::Layout, args...)
+    mode = MODE[]
+    reverse_first = mode === :reverse || (mode === :auto && !lock(() -> L.op in FORWARD_ONLY, FORWARD_ONLY_LOCK))
+    reverse_first || return forward(L, args...)
+    try
+        return reverse(L, args...)
+    catch e
+        (mode === :auto && cannot_record(e)) || rethrow()
+        lock(() -> push!(FORWARD_ONLY, L.op), FORWARD_ONLY_LOCK)
+    end
+    return forward(L, args...)
+end
+
+"""Whether `e` says the reverse mode cannot run the forward function (dual numbers may)."""
+cannot_record(e) = e isa OtherTaskError ||
+    (e isa MethodError && any(a -> a isa Tracked || a isa Complex{<:Tracked} ||
+                                   (a isa AbstractArray && eltype(a) <: Union{Tracked,Complex{<:Tracked}}), e.args))

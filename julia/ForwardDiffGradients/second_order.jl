@@ -70,8 +70,12 @@ the differentiable inputs), adds J(x) v to `grad_gys` (shaped like the
 differentiable outputs) and d/dx [gy' J(x) v] to `grad_xs` (shaped like the
 differentiable inputs), both zeros on entry.
 """
-function second!(L::Layout, grad_gys::Tuple, grad_xs::Tuple, vs::Tuple, gys::Tuple, ys::Tuple, xs::Tuple,
-                 attrs::Tuple)
+second!(L::Layout, grad_gys::Tuple, grad_xs::Tuple, vs::Tuple, gys::Tuple, ys::Tuple, xs::Tuple, attrs::Tuple) =
+    by_mode(forward_second!, reverse_second!, L, grad_gys, grad_xs, vs, gys, ys, xs, attrs)
+
+"""`second!` by dual numbers nested two deep: ceil(directions / CHUNK) forward passes."""
+function forward_second!(L::Layout, grad_gys::Tuple, grad_xs::Tuple, vs::Tuple, gys::Tuple, ys::Tuple, xs::Tuple,
+                         attrs::Tuple)
     P = Passes(L, ys, xs, attrs, (i, x) -> second_input(x, vs[i]), second_output)
     for first in 1:CHUNK:P.ndirections
         checkinterrupt()

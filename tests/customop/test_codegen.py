@@ -37,6 +37,10 @@ def _outputs(case: str) -> dict[str, str]:
     entries = codegen.entries_source(spec)
     if entries is not None:
         out[codegen.entries_file_name(spec)] = entries
+    gradient = codegen.forwarddiff_source(spec)  # @gradient forwarddiff
+    if gradient is not None:
+        out[codegen.forwarddiff_file_name(spec)] = gradient
+        out[codegen.julia_file_name(spec)] = codegen.julia_stub(spec)
     if case == "TwoLayer":  # the other files vary less with the spec: one case pins them
         out["CMakeLists.txt"] = codegen.cmake_lists(spec)
         out["two_layer.jl"] = codegen.julia_stub(spec)
