@@ -244,7 +244,10 @@ function by_mode(forward::Function, reverse::Function, L::Layout, args...)
     return forward(L, args...)
 end
 
-"""Whether `e` says the reverse mode cannot run the forward function (dual numbers may)."""
+"""Whether `e` says the reverse mode cannot run the forward function (dual numbers may): a number computed on
+another task, or a function with no method for tracked numbers (seen through the failure of a task)."""
 cannot_record(e) = e isa OtherTaskError ||
+    (e isa TaskFailedException && cannot_record(e.task.exception)) ||
+    (e isa CompositeException && any(cannot_record, e.exceptions)) ||
     (e isa MethodError && any(a -> a isa Tracked || a isa Complex{<:Tracked} ||
                                    (a isa AbstractArray && eltype(a) <: Union{Tracked,Complex{<:Tracked}}), e.args))

@@ -522,6 +522,21 @@ def test_a_dynamic_output_whose_size_changes_on_dual_numbers_fails_naming_it(bui
             ) in str(info.value)
 
 
+def test_a_forward_function_computing_on_another_task_gets_its_gradient_by_dual_numbers(built):
+    """The reverse mode records on the task running the op, which a spawned
+    task is not: the op's gradients fall back to dual numbers, for good."""
+    _probe(built, "function f(y, x)", "    t = Threads.@spawn 3 .* x .^ 2", "    y[] = fetch(t)", "end")
+    probe = customop.load(built[0]["probe"]).fd_probe
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.constant(np.array([1.0, -2.0, 3.0]))
+        grad, = bridge.gradients(ops.sum(probe(x), 0), x)
+    with bridge.Session(g) as sess:
+        np.testing.assert_array_equal(sess.run(grad), [6.0, -12.0, 18.0])
+        assert julia.eval('"FdProbe" in TFBridge.ForwardDiffGradients.FORWARD_ONLY') is True
+        np.testing.assert_array_equal(sess.run(grad), [6.0, -12.0, 18.0])
+
+
 def test_without_forwarddiff_the_op_is_refused_at_load_saying_how_to_install_it(built, tmp_path):
     """A fresh process whose Julia sees no ForwardDiff (an empty depot, no
     TFBRIDGE_JULIA_DEPOT) loads the built FdRosen: refused before any of the
