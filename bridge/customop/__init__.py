@@ -29,7 +29,7 @@ from typing import Optional, Sequence, Union
 from . import checks, environment, forwarddiff, fortran
 from .checks import DynamicOutputWarning, JuliaFunctionError, MissingBackwardWarning
 from .build import SPEC_FILE, BuildError, build, build_spec, cache_key
-from .codegen import entries, entries_file_name, forwarddiff_file_name, julia_file_name, julia_stub, scaffold_spec
+from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
 from .environment import JuliaPackageError
 from .spec import SpecError, op_types, parse, parse_file
@@ -187,7 +187,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     if check_functions:
         checks.check_functions(spec, source)
     if spec.gradient:
-        forwarddiff.define(spec, library.parent / forwarddiff_file_name(spec))
+        forwarddiff.define(spec, library.parent / forwarddiff.gradient_file_name(spec))
         if check_functions:
             forwarddiff.check(spec)
     module = bridge.load_op_library(library)

@@ -356,42 +356,27 @@ class _Builder:
                 "incoming": incoming}
 
     def second_grad_context(self) -> dict:
-        """The gradient op of the gradient op (@gradient forwarddiff): inputs
-        grad_grad_<float input>... (the gradients of <Op>Grad's outputs),
-        grad_<float output>..., outputs..., inputs...; outputs
-        grad_grad_<float output>... (shaped like the outputs) and
-        grad2_<float input>... (shaped like the inputs).  Laid out as
-        grad_context's, for the same template code."""
+        """<Op>GradGrad (@gradient forwarddiff), laid out as grad_context's:
+        inputs grad_grad_<float input>..., grad_<float output>..., outputs...,
+        inputs...; outputs grad_grad_<float output>... and grad2_<float
+        input>..., each shaped like the forward argument it names."""
         spec = self.spec
-        floats_in, floats_out = grad_inputs(spec), grad_outputs(spec)
-        incoming = []
-        for a in floats_in:
-            v = self.arg_view(a, 0, "grad")
-            v.name, v.like = f"grad_grad_{a.name}", a.name
-            incoming.append(v)
-        for a in floats_out:
-            v = self.arg_view(a, 0, "grad")
-            v.name, v.like = f"grad_{a.name}", a.name
-            incoming.append(v)
-        forward_args = [self.arg_view(a, 0, "grad") for a in spec.outputs + spec.inputs]
-        op_inputs = incoming + forward_args
+
+        def named(a: Arg, name: str, index: int = 0) -> ArgView:
+            v = self.arg_view(a, index, "grad")
+            v.name, v.like = name, a.name
+            return v
+        incoming = ([named(a, f"grad_grad_{a.name}") for a in grad_inputs(spec)]
+                    + [named(a, f"grad_{a.name}") for a in grad_outputs(spec)])
+        op_inputs = incoming + [self.arg_view(a, 0, "grad") for a in spec.outputs + spec.inputs]
         for i, v in enumerate(op_inputs):
             v.index = i
-        first_output = len(incoming)
-        first_input = first_output + len(spec.outputs)
-        out_position = {id(a): i for i, a in enumerate(spec.outputs)}
-        in_position = {id(a): i for i, a in enumerate(spec.inputs)}
-        op_outputs = []
-        for a in floats_out:
-            v = self.arg_view(a, len(op_outputs), "grad")
-            v.name, v.like, v.like_index = f"grad_grad_{a.name}", a.name, first_output + out_position[id(a)]
-            op_outputs.append(v)
-        for a in floats_in:
-            v = self.arg_view(a, len(op_outputs), "grad")
-            v.name, v.like, v.like_index = f"grad2_{a.name}", a.name, first_input + in_position[id(a)]
-            op_outputs.append(v)
-        return {"op": f"{spec.name}GradGrad", "inputs": op_inputs, "outputs": op_outputs,
-                "incoming": incoming}
+        where = {id(a): len(incoming) + i for i, a in enumerate(spec.outputs + spec.inputs)}  # by identity
+        mirrored = [("grad_grad_", a) for a in grad_outputs(spec)] + [("grad2_", a) for a in grad_inputs(spec)]
+        op_outputs = [named(a, prefix + a.name, k) for k, (prefix, a) in enumerate(mirrored)]
+        for v, (_, a) in zip(op_outputs, mirrored):
+            v.like_index = where[id(a)]
+        return {"op": f"{spec.name}GradGrad", "inputs": op_inputs, "outputs": op_outputs, "incoming": incoming}
 
 
 def context(spec: OpSpec) -> dict:
@@ -593,39 +578,6 @@ def entries_source(spec: OpSpec) -> Optional[str]:
         return None
     return render("entries.jl.j2", spec, entries=found, entry_params=contract.ENTRY_PARAMS,
                   entry_result=contract.ENTRY_RESULT[1])
-
-
-def forwarddiff_source(spec: OpSpec) -> Optional[str]:
-    """Julia source defining the functions of <Op>Grad and <Op>GradGrad of an
-    op with ``@gradient forwarddiff`` (inside TFBridge.ForwardDiffGradients);
-    None for other ops."""
-    ctx = context(spec)
-    if not ctx["second_grad"]:
-        return None
-    position = {id(a): i for i, a in enumerate(spec.inputs)}
-    out_position = {id(a): i for i, a in enumerate(spec.outputs)}
-
-    def vector(items, element: str) -> str:  # a Julia vector literal, typed when empty
-        return ("" if items else element) + "[" + ", ".join(str(i) for i in items) + "]"
-    inputs, outputs = ctx["inputs"], ctx["outputs"]
-    layout = {
-        "input_names": vector([f":{a.name}" for a in inputs], "Symbol"),
-        "input_types": vector([a.julia_type for a in inputs], "DataType"),
-        "input_ranks": vector([a.rank for a in inputs], "Int"),
-        "output_names": vector([f":{a.name}" for a in outputs], "Symbol"),
-        "output_types": vector([a.julia_type for a in outputs], "DataType"),
-        "output_ranks": vector([a.rank for a in outputs], "Int"),
-        "attr_types": vector([t.julia_type for t in ctx["attrs"]], "DataType"),
-        "differentiable_inputs": vector([position[id(a)] + 1 for a in grad_inputs(spec)], "Int"),
-        "differentiable_outputs": vector([out_position[id(a)] + 1 for a in grad_outputs(spec)], "Int"),
-        "dynamic": vector(["true" if a.dynamic else "false" for a in outputs], "Bool"),
-    }
-    return render("forwarddiff.jl.j2", spec, layout=layout)
-
-
-def forwarddiff_file_name(spec: OpSpec) -> str:
-    """Where a build puts forwarddiff_source(spec)."""
-    return f"{spec.name}_gradient.jl"
 
 
 def entries_file_name(spec: OpSpec) -> str:

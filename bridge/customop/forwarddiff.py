@@ -18,18 +18,55 @@ such an op:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from bridge.platform import paths
-from .analysis import FORWARDDIFF_MODULE
+from . import codegen
+from .analysis import FORWARDDIFF_MODULE, grad_inputs, grad_outputs
 from .checks import JuliaFunctionError
 from .environment import JuliaPackageError, how_to_add
 from .model import OpSpec
 
-__all__ = ["PACKAGE", "MODULE_FILE", "require", "define", "check", "gradient_line"]
+__all__ = ["PACKAGE", "MODULE_FILE", "gradient_source", "gradient_file_name", "require", "define", "check",
+           "gradient_line"]
 
 PACKAGE = "ForwardDiff"
 #: The Julia module of the gradient ops' functions, included into TFBridge.
 MODULE_FILE = "ForwardDiffGradients.jl"
+
+
+def gradient_source(spec: OpSpec) -> Optional[str]:
+    """Julia source defining the functions of <Op>Grad and <Op>GradGrad of an
+    op with ``@gradient forwarddiff`` (inside TFBridge.ForwardDiffGradients,
+    from templates/forwarddiff.jl.j2, with codegen's context); None for other
+    ops."""
+    ctx = codegen.context(spec)
+    if not ctx["second_grad"]:
+        return None
+    position = {id(a): i for i, a in enumerate(spec.inputs)}
+    out_position = {id(a): i for i, a in enumerate(spec.outputs)}
+
+    def vector(items, element: str) -> str:  # a Julia vector literal, typed when empty
+        return ("" if items else element) + "[" + ", ".join(str(i) for i in items) + "]"
+    inputs, outputs = ctx["inputs"], ctx["outputs"]
+    layout = {
+        "input_names": vector([f":{a.name}" for a in inputs], "Symbol"),
+        "input_types": vector([a.julia_type for a in inputs], "DataType"),
+        "input_ranks": vector([a.rank for a in inputs], "Int"),
+        "output_names": vector([f":{a.name}" for a in outputs], "Symbol"),
+        "output_types": vector([a.julia_type for a in outputs], "DataType"),
+        "output_ranks": vector([a.rank for a in outputs], "Int"),
+        "attr_types": vector([t.julia_type for t in ctx["attrs"]], "DataType"),
+        "differentiable_inputs": vector([position[id(a)] + 1 for a in grad_inputs(spec)], "Int"),
+        "differentiable_outputs": vector([out_position[id(a)] + 1 for a in grad_outputs(spec)], "Int"),
+        "dynamic": vector(["true" if a.dynamic else "false" for a in outputs], "Bool"),
+    }
+    return codegen.render("forwarddiff.jl.j2", spec, layout=layout)
+
+
+def gradient_file_name(spec: OpSpec) -> str:
+    """Where a build puts gradient_source(spec), beside the op's library."""
+    return f"{spec.name}_gradient.jl"
 
 
 def gradient_line(spec: OpSpec) -> str:

@@ -1,9 +1,11 @@
-"""examples/inverse_diffusion: the DiffusionSolve1D Julia op (a sparse solve
-and its adjoint gradient) and the inverse problem it serves (L-BFGS-B, then
-Adam, recover kappa(x) from noisy observations of u)."""
+"""examples/inverse_diffusion: the DiffusionSolve1D Julia op (a tridiagonal
+solve and its adjoint gradient) and the inverse problem it serves (L-BFGS-B,
+then Adam, recover kappa(x) from noisy observations of u), also with the
+gradient ForwardDiff computes (`run.py --gradient forwarddiff`)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -168,14 +170,24 @@ def _table(stdout: str) -> dict[str, dict[str, float]]:
     return rows
 
 
-def test_small_example_recovers_kappa(tmp_path):
-    """run.py --small in a child process (it runs Julia ops through a whole
-    training): L-BFGS-B gets kappa within the target, Adam converges too."""
+def _small_example(tmp_path_factory, *options: str) -> tuple[str, Path]:
+    """run.py --small in a child process (it runs Julia ops through a whole training): its output and plot."""
+    tmp_path = tmp_path_factory.mktemp("inverse")
     plot = tmp_path / "inverse.png"
-    proc = subprocess.run([sys.executable, str(EXAMPLE / "run.py"), "--small", "--plot", str(plot)],
+    proc = subprocess.run([sys.executable, str(EXAMPLE / "run.py"), "--small", "--plot", str(plot), *options],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return proc.stdout, plot
+
+
+@pytest.fixture(scope="module")
+def small_adjoint(tmp_path_factory):
+    return _small_example(tmp_path_factory)
+
+
+def test_small_example_recovers_kappa(small_adjoint):
+    """L-BFGS-B gets kappa within the target, Adam converges too."""
+    out, plot = small_adjoint
     assert out.strip().endswith("OK"), out
     rows = _table(out)
     assert set(rows) == {"L-BFGS-B", "Adam"}, out
@@ -186,3 +198,20 @@ def test_small_example_recovers_kappa(tmp_path):
     assert 0.5 < lbfgs["loss"] < 1.5, out
     assert adam["iterations"] == 2000 and adam["kappa_error"] < 2 * TARGET and adam["loss"] < 2, out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_small_example_with_the_gradient_from_forwarddiff_reaches_the_same_fit(small_adjoint, tmp_path_factory):
+    """run.py --gradient forwarddiff: DiffusionSolve1DAuto, the same solver with
+    `@gradient forwarddiff`, whose gradients equal the adjoint's to about
+    1e-14: Adam's path and fit are the adjoint run's; L-BFGS-B, stopped at
+    its iteration limit, ends within 0.1 point of kappa error of it."""
+    if not os.environ.get("TFBRIDGE_JULIA_DEPOT"):
+        pytest.skip("TFBRIDGE_JULIA_DEPOT names no depot holding ForwardDiff (`make test` sets it)")
+    out, _ = _small_example(tmp_path_factory, "--gradient", "forwarddiff", "--no-plot")
+    assert "DiffusionSolve1DAuto op (gradient: forwarddiff) built and loaded" in out, out
+    assert out.strip().endswith("OK"), out
+    auto, adjoint = _table(out), _table(small_adjoint[0])
+    assert auto["Adam"]["kappa_error"] == adjoint["Adam"]["kappa_error"], out
+    assert auto["Adam"]["loss"] == pytest.approx(adjoint["Adam"]["loss"], rel=1e-3), out
+    assert abs(auto["L-BFGS-B"]["kappa_error"] - adjoint["L-BFGS-B"]["kappa_error"]) <= 0.001, out
+    assert auto["L-BFGS-B"]["loss"] == pytest.approx(adjoint["L-BFGS-B"]["loss"], rel=1e-3), out

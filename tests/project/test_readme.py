@@ -27,7 +27,9 @@ def _tfbridge(args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_first_op_walkthrough_runs_end_to_end(tmp_path):
-    """"Your first op, step by step": scaffold, stub, spec, Julia, build and call, gradtest, redefine."""
+    """"Your first op, step by step": scaffold, stub, spec, Julia, build and call, gradtest, redefine.
+    Its gradient comes from ForwardDiff (@gradient forwarddiff), which the depot `make test` names
+    (TFBRIDGE_JULIA_DEPOT) provides."""
     scaffold = _block("sh", "customop init Sinc")
     for line in scaffold.splitlines():
         command = line.split("#")[0].strip()
@@ -38,7 +40,8 @@ def test_first_op_walkthrough_runs_end_to_end(tmp_path):
     folder = tmp_path / "ops" / "sinc"
     spec = next(code for kind, code in BLOCKS if kind == "" and code.startswith("Sinc\n"))
     (folder / "custom_op.txt").write_text(spec)
-    (folder / "sinc.jl").write_text(_block("julia", "sinc_grad"))
+    (folder / "sinc.jl").write_text(_block("julia", "sinc(y, x) = (y .= sin.(x) ./ x; nothing)"))
+    assert "@gradient forwarddiff" in spec   # the quickest path: no backward function
     out = _run(_block("python", "customop.load") + _block("python", "bridge.julia.eval("), tmp_path)
     assert "gradcheck PASS" in out
     assert out.rstrip().endswith("[1.95885108]"), out
@@ -46,6 +49,18 @@ def test_first_op_walkthrough_runs_end_to_end(tmp_path):
     proc = _tfbridge(gradtest[len("tfbridge "):], tmp_path)
     assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert (folder / "gradcheck.png").is_file()
+
+
+def test_first_op_with_its_backward_function_written_by_hand(tmp_path):
+    """The same op with the README's hand-written sinc_grad in place of the @gradient line."""
+    folder = tmp_path / "ops" / "sinc"
+    folder.mkdir(parents=True)
+    spec = next(code for kind, code in BLOCKS if kind == "" and code.startswith("Sinc\n"))
+    (folder / "custom_op.txt").write_text(spec.replace("@gradient forwarddiff\n", ""))
+    (folder / "sinc.jl").write_text(_block("julia", "sinc(y, x) = (y .= sin.(x) ./ x; nothing)")
+                                    + _block("julia", "sinc_grad"))
+    out = _run(_block("python", "customop.load"), tmp_path)
+    assert "gradcheck PASS" in out
 
 
 def test_graph_building_example(tmp_path):
