@@ -2,8 +2,8 @@
 gradient op's gradient op, computed by ForwardDiff from the forward function.
 
 Three ops, each built once for the module:
-- FdMix: every kind of argument at once (float64, float32 and complex128
-  inputs and outputs, named dimensions, a rank-3 input, an int32 input and an
+- FdMix: every kind of argument at once (float64, float32, complex128 and
+  complex64 inputs and outputs, named dimensions, a rank-3 input, an int32 input and an
   int64 output, a string input, a dynamic output sized by the int input, a
   double attribute), against its gradient and second derivatives worked out
   by hand, also with empty inputs;
@@ -56,18 +56,20 @@ double w(m, n)
 complex128 z(m)
 float s(m)
 double a(m, n, q)
+complex64 zc(m)
 int32 k()
 string tag()
 double y(m) -> output
 complex128 v(m) -> output
 float t(m) -> output
+complex64 vc(m) -> output
 int64 c() -> output
 double p(?) -> output
 @attr double alpha = 0.5
 @gradient forwarddiff
 """
 MIX_JL = """
-function fd_mix(y, v, t, c, p, x, w, z, s, a, k, tag, alpha)
+function fd_mix(y, v, t, vc, c, p, x, w, z, s, a, zc, k, tag, alpha)
     u = w * x
     extra = zeros(eltype(a), size(a, 1))
     for i in axes(a, 1), j in axes(a, 2), l in axes(a, 3)
@@ -76,6 +78,7 @@ function fd_mix(y, v, t, c, p, x, w, z, s, a, k, tag, alpha)
     y .= alpha .* sin.(u) .+ s .* u .^ 2 .+ extra
     v .= z .* abs2.(z) .+ y .* conj.(z)
     t .= s .^ 3 .* k[] .+ Float32(alpha) .* sum(x)
+    vc .= zc .* zc
     c[] = length(tag) + k[]
     p[] = x[1:k[]] .* alpha
     return nothing
@@ -147,12 +150,14 @@ def _mix_values(rng, m=3, n=4, q=2, k=2):
     return {"x": rng.standard_normal(n), "w": rng.standard_normal((m, n)),
             "z": rng.standard_normal(m) + 1j * rng.standard_normal(m),
             "s": rng.standard_normal(m).astype(np.float32), "a": rng.standard_normal((m, n, q)),
+            "zc": (rng.standard_normal(m) + 1j * rng.standard_normal(m)).astype(np.complex64),
             "k": np.int32(k), "tag": "abc"}
 
 
 def _mix_weights(rng, m, k):
     return {"y": rng.standard_normal(m), "v": rng.standard_normal(m) + 1j * rng.standard_normal(m),
-            "t": rng.standard_normal(m).astype(np.float32), "p": rng.standard_normal(k)}
+            "t": rng.standard_normal(m).astype(np.float32), "p": rng.standard_normal(k),
+            "vc": (rng.standard_normal(m) + 1j * rng.standard_normal(m)).astype(np.complex64)}
 
 
 ALPHA = 0.5
@@ -166,9 +171,9 @@ def _mix_forward(x, w, z, s, a, k):
     return y, z * np.abs(z) ** 2 + y * np.conj(z)
 
 
-def _mix_gradient(values, gy, gv, gt, gp):
-    """dL/d(x, w, z, s, a) for L = gy.y + re(conj(gv).v) + gt.t + gp.p, by hand
-    (a complex gradient as TensorFlow has it: dL/d(re z) + i dL/d(im z))."""
+def _mix_gradient(values, gy, gv, gt, gp, gvc):
+    """dL/d(x, w, z, s, a, zc) for L = gy.y + re(conj(gv).v) + gt.t + gp.p + re(conj(gvc).vc), by
+    hand (a complex gradient as TensorFlow has it: dL/d(re z) + i dL/d(im z))."""
     x, w, z, a, k = values["x"], values["w"], values["z"], values["a"], int(values["k"])
     s = values["s"].astype(np.float64)
     u = w @ x
@@ -183,10 +188,12 @@ def _mix_gradient(values, gy, gv, gt, gp):
     gz = np.real(np.conj(gv) * d_re) + 1j * np.real(np.conj(gv) * d_im)
     gs = gyt * u ** 2 + gt.astype(np.float64) * 3 * s ** 2 * k
     ga = gyt[:, None, None] * 2 * a * weights
-    return {"x": gx, "w": np.outer(gu, x), "z": gz, "s": gs, "a": ga}
+    gzc = np.conj(2 * values["zc"].astype(np.complex128)) * gvc   # vc = zc^2, holomorphic
+    return {"x": gx, "w": np.outer(gu, x), "z": gz, "s": gs, "a": ga, "zc": gzc}
 
 
-FLOATS = ["x", "w", "z", "s", "a"]
+FLOATS = ["x", "w", "z", "s", "a", "zc"]
+SINGLE = {"s": 1e-5, "zc": 1e-5}   # float32 and complex64 inputs: relative tolerances of their gradients
 
 
 def _mix_graph(mix, values, weights):
@@ -194,14 +201,15 @@ def _mix_graph(mix, values, weights):
     g = bridge.Graph()
     with g.as_default():
         inputs = {name: bridge.constant(values[name]) for name in FLOATS + ["k"]}
-        y, v, t, c, p = mix(inputs["x"], inputs["w"], inputs["z"], inputs["s"], inputs["a"],
-                            inputs["k"], bridge.constant(values["tag"]), alpha=ALPHA)
+        y, v, t, vc, c, p = mix(inputs["x"], inputs["w"], inputs["z"], inputs["s"], inputs["a"], inputs["zc"],
+                                inputs["k"], bridge.constant(values["tag"]), alpha=ALPHA)
         loss = (ops.sum(y * bridge.constant(weights["y"]), 0)
                 + ops.sum(ops.real(ops.conj(bridge.constant(weights["v"])) * v, Tout=bridge.float64), 0)
                 + ops.cast(ops.sum(t * bridge.constant(weights["t"]), 0), DstT=bridge.float64)
-                + ops.sum(p * bridge.constant(weights["p"]), 0))
+                + ops.sum(p * bridge.constant(weights["p"]), 0)
+                + ops.cast(ops.sum(ops.real(ops.conj(bridge.constant(weights["vc"])) * vc), 0), DstT=bridge.float64))
         grads = bridge.gradients(loss, [inputs[name] for name in FLOATS])
-    return g, inputs, loss, grads, (y, v, t, c, p)
+    return g, inputs, loss, grads, (y, v, t, vc, c, p)
 
 
 def _close(got, want, name, rtol=1e-12):
@@ -222,11 +230,12 @@ def test_every_kind_of_argument_gets_its_gradient_and_the_others_none(built, ad,
     assert none == [None]
     with bridge.Session(g) as sess:
         got = dict(zip(FLOATS, sess.run(grads)))
-        y, v, t, c, p = sess.run(list(outs))
-    want = _mix_gradient(values, weights["y"], weights["v"], weights["t"], weights["p"])
+        y, v, t, vc, c, p = sess.run(list(outs))
+    want = _mix_gradient(values, weights["y"], weights["v"], weights["t"], weights["p"], weights["vc"])
     for name in FLOATS:
         assert got[name].shape == values[name].shape and got[name].dtype == values[name].dtype, name
-        _close(got[name], want[name], name, rtol=1e-5 if name == "s" else 1e-12)
+        _close(got[name], want[name], name, rtol=SINGLE.get(name, 1e-12))
+    np.testing.assert_allclose(vc, values["zc"] ** 2, rtol=1e-6)
     assert c == 3 + sizes["k"] and p.shape == (sizes["k"],)
     np.testing.assert_allclose(y, _mix_forward(values["x"], values["w"], values["z"], values["s"], values["a"],
                                                sizes["k"])[0], rtol=1e-5)
@@ -235,7 +244,9 @@ def test_every_kind_of_argument_gets_its_gradient_and_the_others_none(built, ad,
 def _real_dot(a: bridge.Output, b: np.ndarray) -> bridge.Output:
     """sum(re(conj(a) * b)): the real inner product, for real and complex tensors alike."""
     if a.dtype.is_complex:
-        return ops.sum(ops.reshape(ops.real(ops.conj(a) * bridge.constant(b), Tout=bridge.float64), [-1]), 0)
+        part = bridge.float32 if a.dtype == bridge.complex64 else bridge.float64
+        return ops.cast(ops.sum(ops.reshape(ops.real(ops.conj(a) * bridge.constant(b), Tout=part), [-1]), 0),
+                        DstT=bridge.float64)
     return ops.cast(ops.sum(ops.reshape(a * bridge.constant(b), [-1]), 0), DstT=bridge.float64)
 
 
@@ -248,7 +259,7 @@ def test_second_derivatives_of_every_float_input_match_the_hand_worked_ones(buil
     rng = np.random.default_rng(2)
     values, weights = _mix_values(rng), _mix_weights(rng, 3, 2)
     direction = {name: (rng.standard_normal(values[name].shape)
-                        + (1j * rng.standard_normal(values[name].shape) if name == "z" else 0)).astype(values[name].dtype)
+                        + (1j * rng.standard_normal(values[name].shape) if name in ("z", "zc") else 0)).astype(values[name].dtype)
                  for name in FLOATS}
     g, inputs, _, grads, _ = _mix_graph(mix, values, weights)
     with g.as_default():
@@ -259,17 +270,17 @@ def test_second_derivatives_of_every_float_input_match_the_hand_worked_ones(buil
         got = dict(zip(FLOATS, sess.run(hv)))
 
     def central(h):
-        def moved(step):
-            return {**values, **{n: (values[n] + step * direction[n]).astype(values[n].dtype) if n != "s"
-                                 else values[n].astype(np.float64) + step * direction[n].astype(np.float64)
+        def moved(step):  # in 64 bits: a float32 step would round the move
+            return {**values, **{n: values[n].astype(np.complex128 if n in ("z", "zc") else np.float64)
+                                 + step * direction[n].astype(np.complex128 if n in ("z", "zc") else np.float64)
                                  for n in FLOATS}}
-        plus = _mix_gradient(moved(h), weights["y"], weights["v"], weights["t"], weights["p"])
-        minus = _mix_gradient(moved(-h), weights["y"], weights["v"], weights["t"], weights["p"])
+        weights_now = [weights[k] for k in ("y", "v", "t", "p", "vc")]
+        plus, minus = _mix_gradient(moved(h), *weights_now), _mix_gradient(moved(-h), *weights_now)
         return {n: (plus[n] - minus[n]) / (2 * h) for n in FLOATS}
     coarse, fine = central(2e-4), central(1e-4)
     for name in FLOATS:
         want = (4 * fine[name] - coarse[name]) / 3
-        _close(got[name], want, name, rtol=1e-6 if name == "s" else 1e-9)
+        _close(got[name], want, name, rtol=SINGLE.get(name, 1e-9))
 
 
 def test_a_hessian_through_the_op_is_the_analytic_one(built, ad):
