@@ -3,21 +3,22 @@
 #
 # Such an op has no backward function: its gradient op, <Op>Grad, calls
 # `<Op>Grad` of this module (generated per op by the build,
-# templates/forwarddiff.jl.j2), which runs the user's forward function on
-# ForwardDiff's dual numbers and contracts the outputs' partials with the
-# incoming gradients: a vector-Jacobian product built from chunked forward
-# passes (first_order.jl).  <Op>GradGrad, the gradient op of <Op>Grad, does
-# the same with dual numbers nested two deep (second_order.jl), so Hessians
-# and Hessian-vector products reach through the op.  Those passes cost one
-# per CHUNK inputs; so by default both run in reverse mode instead
-# (tracked.jl, reverse.jl): one pass records a tape of the forward
-# function's scalar operations, with ForwardDiff's derivative rules
-# (DiffRules), and one sweep back gives every input's gradient; second order
-# records on values that are dual numbers along v (forward over reverse).
-# Dual numbers remain for forward functions the tape cannot follow (layout.jl,
-# `MODE` and `FORWARD_ONLY`).  `check_forward`
-# (check.jl) refuses, when the op loads, a forward function that cannot take
-# dual numbers.
+# templates/forwarddiff.jl.j2), which runs the user's forward function again
+# to compute the vector-Jacobian product of the incoming gradients, and
+# <Op>GradGrad, the gradient op of <Op>Grad, calls `<Op>GradGrad`, for the
+# second derivatives (Hessians, Hessian-vector products).  Two ways, one
+# choice per op (layout.jl, `MODE`, `FORWARD_ONLY`):
+# - the reverse mode, by default (tracked.jl, reverse.jl): one pass on
+#   numbers that record a tape of the forward function's scalar operations,
+#   with ForwardDiff's derivative rules (DiffRules), and one sweep back to
+#   every input; second order records on values that are ForwardDiff's dual
+#   numbers moving along the incoming direction (forward over reverse);
+# - ForwardDiff's dual numbers, for forward functions the tape cannot follow
+#   (first_order.jl, second_order.jl): a pass per CHUNK input directions,
+#   nested two deep for second order.
+# `check_op` (check.jl) refuses, when the op loads, a forward function that
+# cannot take dual numbers, and sends one the tape cannot record to dual
+# numbers.
 #
 # TFBridge itself is built into Julia's system image without any package, so
 # this module is not one of its files: customop.load includes it into

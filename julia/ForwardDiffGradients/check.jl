@@ -66,9 +66,9 @@ function view_type(::Type{A}) where {A<:AbstractArray}
     return PermutedDimsArray{eltype(A),N,perm,perm,A}
 end
 
-"""Whether the method is the op's own code: defined under Main, outside TFBridge."""
-function users(m::Method)
-    mod = m.module
+"""Whether module `mod` holds the op's own code: Main, or a module under Main that is not a package, Base, the
+standard library or TFBridge."""
+function own_module(mod::Module)
     while true
         mod === Main && return true
         # Base, Core, the standard library and packages: each is a root module.
@@ -80,7 +80,10 @@ function users(m::Method)
     end
 end
 
-"""Typed, uninferred-and-unoptimised code of every method `sig` (a Tuple type) may call: (code, static parameters, method)."""
+"""Whether the method is the op's own code."""
+users(m::Method) = own_module(m.module)
+
+"""Typed (inferred, not optimised) code of every method `sig` (a Tuple type) may call: (code, static parameters, method)."""
 function typed(@nospecialize(sig))
     world = Base.get_world_counter()
     found = Any[]
@@ -190,11 +193,7 @@ end
 """Whether type `T` is, or holds in its parameters (`depth` levels down), a function type of the op's own code."""
 function carries_own_function(@nospecialize(T), depth::Int)
     T isa DataType || return false
-    if T <: Function && !(T <: Core.Builtin)
-        mod = T.name.module
-        return mod === Main || (!Base.is_root_module(mod) && Base.moduleroot(mod) === Main &&
-                                nameof(mod) !== :TFBridge && parentmodule(mod) !== Main.TFBridge)
-    end
+    T <: Function && !(T <: Core.Builtin) && return own_module(T.name.module)
     depth > 0 || return false
     return any(p -> carries_own_function(p, depth - 1), T.parameters)
 end
