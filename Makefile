@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-image gfortran julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup tf-keras julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench bench-check bench-goals contract clean
 
 # Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
@@ -30,7 +30,7 @@ JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
-setup: $(STAMP) julia gfortran julia-image
+setup: $(STAMP) tf-keras julia gfortran socat julia-image
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
@@ -38,6 +38,16 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[test,plot]'
 	@touch $@
+
+# Stock TF's TF1 layers.batch_normalization, which tests/oracle/nn_layers.py
+# runs, lives in tf-keras.  It is installed without its dependencies: it asks
+# for the `tensorflow` wheel, which would replace tensorflow-cpu, and that is
+# all it asks for.  Its version follows the installed TensorFlow's.
+tf-keras: $(STAMP)
+	@$(PY) -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tf_keras") is None)' || { \
+	  tf=$$($(PY) -c 'import importlib.metadata as m; d = m.packages_distributions().get("tensorflow"); print(m.version(d[0]) if d else "")'); \
+	  if [ -n "$$tf" ]; then echo ">> installing tf-keras for TensorFlow $$tf (the test oracle's TF1 layers)"; \
+	    $(PY) -m pip install -q --no-deps "tf-keras~=$${tf%.*}.0"; fi; }
 
 # Julia 1.5+ with its embedding headers and working exceptions
 # (julia/install-julia.sh: Debian bullseye's packages where none is found).
@@ -51,6 +61,13 @@ gfortran:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q gfortran >/dev/null; }
 
+# socat for README's tested recipe of a cluster on an untrusted network (mutual-TLS tunnels between
+# loopback servers, README "Distributed"; tests/distribute/test_tunnels.py): Debian's package where none is found.
+socat:
+	@command -v socat >/dev/null 2>&1 || { echo ">> installing socat (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q socat >/dev/null; }
+
 # Julia's system image with TFBridge built in (bridge/julia/sysimage.py), so
 # that Julia starts in a fraction of a second instead of compiling TFBridge.jl
 # at every start: about 3 minutes the first time on 2 cores (8 on a busy
@@ -60,18 +77,21 @@ gfortran:
 julia-image: $(STAMP) julia
 	@$(PY) -m bridge.cli julia build-image
 
-# ForwardDiff for examples/twolayer and the package tests: from the depot
-# above, else Julia's default environment, else Pkg.add from Julia's registry;
-# where none works, the example uses its analytic Jacobian and says why, and
-# the package tests are skipped saying how to get the packages.
+# ForwardDiff for examples/twolayer, and with SpecialFunctions and StaticArrays
+# for the package tests (tests/julia/test_packages.py): from the depot above,
+# else Julia's default environment, else Pkg.add from Julia's registry; where
+# none works, the example uses its analytic Jacobian and says why, and the
+# package tests are skipped saying how to get the packages (on CI, CI=true,
+# they fail instead: tests/conftest.py).
+JULIA_TEST_PACKAGES := "ForwardDiff", "SpecialFunctions", "StaticArrays"
 julia-packages: julia $(if $(filter $(JULIA_DEPOT_MIRROR),$(TFBRIDGE_JULIA_DEPOT)),$(JULIA_DEPOT_MIRROR)/.mirror-of)
 	@if [ -n "$$TFBRIDGE_JULIA_DEPOT" ]; then :; \
-	elif $(JULIA) --startup-file=no -e 'exit(Base.find_package("ForwardDiff") === nothing)'; then :; \
-	else echo ">> ForwardDiff not found: installing it into Julia's default environment with Pkg.add (Julia's registry)"; \
+	elif $(JULIA) --startup-file=no -e 'exit(any(p -> Base.find_package(p) === nothing, [$(JULIA_TEST_PACKAGES)]))'; then :; \
+	else echo ">> ForwardDiff, SpecialFunctions or StaticArrays not found: installing them into Julia's default environment with Pkg.add (Julia's registry)"; \
 	  mkdir -p build; \
-	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add("ForwardDiff")' >build/pkg-add.log 2>&1; then \
-	    echo ">> ForwardDiff installed"; \
-	  else echo ">> could not install ForwardDiff: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
+	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add([$(JULIA_TEST_PACKAGES)])' >build/pkg-add.log 2>&1; then \
+	    echo ">> ForwardDiff, SpecialFunctions and StaticArrays installed"; \
+	  else echo ">> could not install them: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
 	    echo ">> so examples/twolayer uses its analytic Jacobian, and the Julia package tests are skipped"; fi; \
 	fi
 
@@ -106,6 +126,22 @@ fuzz: setup
 # Each benchmark prints its figure as a ratio to an anchor measured in the same run.
 bench: setup julia-packages
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
+
+# `make bench-check`: the same benchmarks, failing when one fails or when a figure misses
+# the goal printed beside it ("<figure>   (goal: <= 2x)": report() in bench/_common.py prints
+# them so, and bench/_common.py checks every such line of the logs in build/bench-logs).
+# BENCHES chooses the benchmarks, BENCH_LOGS the logs' folder; bench-goals runs them without the set-up.
+BENCHES ?= $(wildcard bench/bench_*.py)
+BENCH_LOGS ?= build/bench-logs
+bench-check: setup julia-packages bench-goals
+
+bench-goals:
+	@mkdir -p $(BENCH_LOGS); rm -f $(BENCH_LOGS)/*.log; status=0; \
+	for b in $(BENCHES); do echo "== $$b"; log=$(BENCH_LOGS)/$$(basename $$b .py).log; \
+	  ( $(PY) $$b 2>&1; echo "== exit $$?" ) | grep -v "^building \|oneDNN\|absl::InitializeLog" | tee $$log; \
+	  tail -n 1 $$log | grep -qx "== exit 0" || { echo ">> $$b failed"; status=1; }; \
+	done; \
+	$(PY) bench/_common.py $(BENCH_LOGS)/*.log || status=1; exit $$status
 
 # The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,
 # julia/contract.jl) from its table, bridge/julia/contract.py: run after

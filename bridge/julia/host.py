@@ -330,12 +330,18 @@ def eval(code: str) -> Any:  # noqa: A001 - the natural name, as in Julia
 
 
 def include(path: str | os.PathLike) -> None:
-    """``Base.include(Main, path)`` for an absolute path; raises JuliaError naming the file."""
-    path = os.fspath(path)
-    if not os.path.isabs(path):
-        raise ValueError(f"bridge.julia.include: expected an absolute path, got '{path}'")
+    """``Base.include(Main, path)``: run a Julia file in Main.
+
+    A relative ``path`` is relative to the current directory (Python's, as
+    ``open`` takes it), made absolute before Julia sees it, so the file's own
+    ``include`` lines resolve against its folder.  Raises FileNotFoundError
+    naming the absolute path when there is no such file, and JuliaError naming
+    the file when its code fails."""
+    given = os.fsdecode(path)
+    path = os.path.abspath(given)
     if not Path(path).is_file():
-        raise FileNotFoundError(f"bridge.julia.include: {path} does not exist")
+        where = "" if given == path else f" ('{given}' from {os.getcwd()})"
+        raise FileNotFoundError(f"bridge.julia.include: {path}{where} does not exist")
     rt = _runtime()
     err = _ffi.new("char**")
     status = rt.tfjl_include(path.encode(), err)

@@ -177,7 +177,7 @@ def test_forward_matches_numpy_with_sizes_the_input_values_set(ops):
             for _ in range(25):
                 x, r = _inputs(rng)
                 got = sess.run(outs, {ph[0]: x, ph[1]: r})
-                for name, a, b in zip(["y", "src", "pos", "win"], got, _reference(x, r, **attrs)):
+                for name, a, b in zip(["y", "src", "pos", "win"], got, _reference(x, r, **attrs), strict=True):
                     assert a.shape == b.shape and a.dtype == b.dtype, (name, a.shape, b.shape, a.dtype)
                     np.testing.assert_array_equal(a, b, err_msg=name)
                 sizes.add(got[0].shape[0])

@@ -167,7 +167,7 @@ def compiled(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = pool.map(lambda case: _compile(codegen.kernel_source(_role_spec(*case)), tmp, "_".join(case)),
                            cases)
-        return dict(zip(cases, results))
+        return dict(zip(cases, results, strict=True))
 
 
 @pytest.mark.parametrize("name, role", KERNEL_CASES)
@@ -211,7 +211,7 @@ def test_cxx_keywords_are_no_variable_names_for_gxx_cxx17(tmp_path):
     with ThreadPoolExecutor(max_workers=2) as pool:
         names = sorted(reserved.CXX_KEYWORDS) + ["char8_t", "concept", "consteval", "constinit", "co_await",
                                                      "co_return", "co_yield", "requires"]
-        results = dict(zip(names, pool.map(compiles, names)))
+        results = dict(zip(names, pool.map(compiles, names), strict=True))
     assert [n for n in reserved.CXX_KEYWORDS if results[n]] == []
     assert [n for n in ("char8_t", "concept", "consteval", "constinit", "co_await", "co_return", "co_yield",
                         "requires") if not results[n]] == []
@@ -260,7 +260,7 @@ def test_refused_julia_names_break_the_stub_and_accepted_ones_do_not(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     verdicts = proc.stdout.split()
     assert len(verdicts) == len(cases)
-    wrong = [(name, role, verdict) for (name, role, refused), verdict in zip(cases, verdicts)
+    wrong = [(name, role, verdict) for (name, role, refused), verdict in zip(cases, verdicts, strict=True)
              if verdict != ("breaks" if refused else "parses")]
     assert wrong == []
 
@@ -375,7 +375,7 @@ def test_accepted_names_as_arguments_and_attributes_through_entry_and_generic_pa
     through_entry, calls = _run_counting([y] + grads, feeds)
     assert calls == 2  # ReservedArgs and ReservedArgsGrad took their compiled entries
     np.testing.assert_allclose(through_entry[0], want, rtol=1e-13)
-    for n, grad in zip(ACCEPTED_ARGUMENTS, through_entry[1:]):
+    for n, grad in zip(ACCEPTED_ARGUMENTS, through_entry[1:], strict=True):
         np.testing.assert_array_equal(grad, np.full(4, float(WEIGHTS[n])))
     for op_type in ("ReservedArgs", "ReservedArgsGrad"):
         julia.register_entry(op_type, 0)
@@ -384,7 +384,7 @@ def test_accepted_names_as_arguments_and_attributes_through_entry_and_generic_pa
     finally:
         customop.load(root / "ReservedArgs")  # includes the entries again and registers them
     assert calls == 0
-    for a, b in zip(through_entry, generic):
+    for a, b in zip(through_entry, generic, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -170,14 +170,16 @@ def _table(stdout: str) -> dict[str, dict[str, float]]:
     return rows
 
 
-def _small_example(tmp_path_factory, *options: str) -> tuple[str, Path]:
-    """run.py --small in a child process (it runs Julia ops through a whole training): its output and plot."""
+def _small_example(tmp_path_factory, *options: str) -> tuple[str, Path, Path]:
+    """run.py --small in a child process (it runs Julia ops through a whole training): its output, plot and
+    TensorBoard log folder."""
     tmp_path = tmp_path_factory.mktemp("inverse")
-    plot = tmp_path / "inverse.png"
-    proc = subprocess.run([sys.executable, str(EXAMPLE / "run.py"), "--small", "--plot", str(plot), *options],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    plot, logdir = tmp_path / "inverse.png", tmp_path / "runs"
+    proc = subprocess.run([sys.executable, str(EXAMPLE / "run.py"), "--small", "--plot", str(plot),
+                           "--logdir", str(logdir), *options], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    return proc.stdout, plot
+    return proc.stdout, plot, logdir
 
 
 @pytest.fixture(scope="module")
@@ -186,8 +188,9 @@ def small_adjoint(tmp_path_factory):
 
 
 def test_small_example_recovers_kappa(small_adjoint):
-    """L-BFGS-B gets kappa within the target, Adam converges too."""
-    out, plot = small_adjoint
+    """L-BFGS-B gets kappa within the target, Adam converges too; its
+    TensorBoard log holds both fits' losses and kappa errors and the figures."""
+    out, plot, logdir = small_adjoint
     assert out.strip().endswith("OK"), out
     rows = _table(out)
     assert set(rows) == {"L-BFGS-B", "Adam"}, out
@@ -198,6 +201,32 @@ def test_small_example_recovers_kappa(small_adjoint):
     assert 0.5 < lbfgs["loss"] < 1.5, out
     assert adam["iterations"] == 2000 and adam["kappa_error"] < 2 * TARGET and adam["loss"] < 2, out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"TensorBoard: tensorboard --logdir {logdir}" in out
+    for run, method in (("lbfgs", lbfgs), ("adam", adam)):
+        tags = _logged(logdir / run)
+        assert sorted(tags) == sorted(["train/loss", "kappa_error", "kappa/image", "setup",
+                                       "_hparams_/session_start_info", "_hparams_/session_end_info"]
+                                      + (["train/learning_rate", "train/step_time"] if run == "adam" else [])), run
+        assert len(tags["kappa/image"]) == (10 if run == "adam" else 1), run
+        last_step, last_error = tags["kappa_error"][-1]
+        assert abs(last_error - method["kappa_error"]) < 1e-4, (run, last_error)
+    assert len(_logged(logdir / "lbfgs")["train/loss"]) == lbfgs["iterations"] + 1   # and the start, iteration 0
+    assert list(_logged(logdir)) == ["_hparams_/experiment"]
+
+
+def _logged(run_dir) -> dict:
+    """tag -> [(step, simple value or None)] of the run's event files (TensorBoard's protos)."""
+    from tensorboard.compat.proto import event_pb2
+
+    from bridge.summary import records
+
+    out: dict = {}
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        for record in records.unframe(path.read_bytes()):
+            event = event_pb2.Event.FromString(record)
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append((event.step, v.simple_value if v.HasField("simple_value") else None))
+    return out
 
 
 def test_small_example_with_the_gradient_from_forwarddiff_reaches_the_same_fit(small_adjoint, tmp_path_factory):
@@ -210,7 +239,7 @@ def test_small_example_with_the_gradient_from_forwarddiff_reaches_the_same_fit(s
     0.8518)."""
     if not os.environ.get("TFBRIDGE_JULIA_DEPOT"):
         pytest.skip("TFBRIDGE_JULIA_DEPOT names no depot holding ForwardDiff (`make test` sets it)")
-    out, _ = _small_example(tmp_path_factory, "--gradient", "forwarddiff", "--no-plot")
+    out, _, _ = _small_example(tmp_path_factory, "--gradient", "forwarddiff", "--no-plot", "--no-log")
     assert "DiffusionSolve1DAuto op (gradient: forwarddiff) built and loaded" in out, out
     assert out.strip().endswith("OK"), out
     auto, adjoint = _table(out), _table(small_adjoint[0])

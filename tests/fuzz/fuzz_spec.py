@@ -141,7 +141,7 @@ def check_spec(spec: OpSpec) -> str:
     for name, out in [("julia_stub", codegen.julia_stub(spec)), ("entries_source", entries or ""),
                       ("forwarddiff_source", gradient or "")]:
         assert "$" not in out, f"{name} has a '$' (Julia interpolation) from the spec"
-    script = codegen.gradtest_script(spec, "op_dir")
+    script = codegen.gradtest_script(spec)
     compile(script, "gradtest.py", "exec")
     return f"OpSpec {spec.name}: {len(spec.inputs)} inputs, {len(spec.outputs)} outputs, {len(spec.attrs)} attrs"
 

@@ -177,9 +177,11 @@ def test_header_compiles_on_its_own(tmp_path):
         static_assert(tfjl::DTypeSize(tfjl::DType::Float64) == 8, "");
         static_assert(tfjl::ErrorKindTfCode(tfjl::kNotFound) == 5, "");
         static_assert(tfjl::ErrorKindOfTfCode(13) == tfjl::kInternal, "");
+        static_assert(tfjl::kMaxJuliaThreads == MAX_JULIA_THREADS, "the table's thread limit");
         int main() { return 0; }
         """))
     proc = subprocess.run([compiler, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                           f"-DMAX_JULIA_THREADS={contract.MAX_JULIA_THREADS}",
                            f"-I{REPO / 'kernels_cpp' / 'include'}", str(probe)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -189,6 +191,16 @@ def test_header_compiles_on_its_own(tmp_path):
 def _cpp_sources() -> list[Path]:
     root = REPO / "kernels_cpp"
     return [p for p in sorted(root.rglob("*")) if p.suffix in (".h", ".cc") and p.name != "contract.h"]
+
+
+def test_the_julia_thread_limit_is_the_tables():
+    """The runtime's limits on Julia threads (how many it starts, which threads it knows as
+    Julia's, the interrupt slots) are contract.h's kMaxJuliaThreads, never a number of their own."""
+    for name in ("julia_thread.h", "julia_thread.cc"):
+        text = (REPO / "kernels_cpp" / "src" / "tfjl_runtime" / name).read_text()
+        assert "kMaxJuliaThreads" in text, name
+        code = re.sub(r"//.*", "", text)
+        assert re.findall(r"\b25[56]\b", code) == [], name
 
 
 def test_no_hand_written_copy_of_the_lists():

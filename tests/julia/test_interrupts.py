@@ -340,11 +340,14 @@ def interrupter():
         if rng.random() < 0.3:
             julia.eval("GC.gc()")
 
+failures = []   # a thread that dies fails the run: its error would only be printed
+threading.excepthook = lambda args: failures.append(f"{args.thread.name}: {args.exc_type.__name__}: {args.exc_value}")
 threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
 threads.append(threading.Thread(target=interrupter))
 for t in threads: t.start()
 for t in threads: t.join()
 for sess, *_ in sessions: sess.close()
+assert not failures, failures
 print(counts)
 """
 

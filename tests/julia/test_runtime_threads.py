@@ -280,7 +280,7 @@ def test_dynamic_outputs_every_dtype_rank_and_form_exactly(ops, rank):
             for dtype, x, ys in cases:
                 for shape in DYNAMIC_SHAPES[rank]:
                     xv = _values(dtype, shape)
-                    for y, out in zip(ys, sess.run(ys, {x: xv})):
+                    for y, out in zip(ys, sess.run(ys, {x: xv}), strict=True):
                         assert out.dtype == np.dtype(dtype) and out.shape == shape, (y.op.name, out.dtype, out.shape)
                         np.testing.assert_array_equal(out, xv, err_msg=y.op.name)
 

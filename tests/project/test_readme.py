@@ -81,3 +81,9 @@ def test_training_example(tmp_path):
     assert float(lbfgs) < float(adam_last)
     assert (tmp_path / "model.ckpt-300.index").is_file()
     assert (tmp_path / "exported" / "saved_model.pb").is_file()
+
+
+def test_gradcheck_float32_and_order_2_example(tmp_path):
+    """"Testing gradients": float32 promoted, float32 itself, a Hessian."""
+    out = _run(_block("python", "bridge.gradcheck(ops.softplus, x0)"), tmp_path)
+    assert out.split() == ["PASS", "PASS", "PASS"], out

@@ -49,7 +49,8 @@ class OracleError(RuntimeError):
 def cache_root() -> Path:
     """Folder of the oracle cache ($TFBRIDGE_TEST_CACHE or <repo>/build/oracle-cache)."""
     root = os.environ.get("TFBRIDGE_TEST_CACHE")
-    return Path(root) if root else REPO / "build" / "oracle-cache"
+    # Resolved: the scripts record their files' resolved paths, which loads re-root by prefix.
+    return (Path(root) if root else REPO / "build" / "oracle-cache").resolve()
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,8 +143,12 @@ def _load_entry(entry: Path) -> dict | None:
     except (OSError, EOFError, pickle.UnpicklingError):
         return None
     # Files paths were recorded under the folder the entry was created in; the
-    # cache may have moved since (a renamed checkout, a copied CI cache).
-    return _rebase(stored["response"], stored["files_dir"], str(entry / "files"))
+    # cache may have moved since (a renamed checkout, a copied CI cache), and a
+    # script may have written them through the symbolic links of the cache's path resolved.
+    response = stored["response"]
+    for old in dict.fromkeys((stored["files_dir"], os.path.realpath(stored["files_dir"]))):
+        response = _rebase(response, old, str(entry / "files"))
+    return response
 
 
 def _stderr_tail(text: str, limit: int = 6000) -> str:

@@ -16,6 +16,7 @@
 
 #include "fork_guard.h"
 #include "julia_side.h"
+#include "tfjl/contract.h"
 
 namespace tfjl {
 namespace detail {
@@ -146,7 +147,6 @@ class JuliaThread {
 
  private:
   enum State : int { kNotStarted, kStarting, kReady, kFailed };
-  static constexpr int kMaxThreads = 256;  // Julia threads on_julia_thread() knows
 
   JuliaThread() = default;
   static void* thread_main(void* self);
@@ -187,7 +187,7 @@ class JuliaThread {
   // Julia's threads seen so far (its first thread, then each server as it
   // starts): entries [0, n_threads_) are set, and never change.
   std::mutex threads_mutex_;  // serialises registrations
-  std::atomic<pthread_t> threads_[kMaxThreads] = {};
+  std::atomic<pthread_t> threads_[kMaxJuliaThreads] = {};  // the Julia threads on_julia_thread() knows
   std::atomic<int> n_threads_{0};
 
   std::atomic<uint64_t> direct_calls_{0};
