@@ -374,6 +374,28 @@ def test_hessian_and_hessian_vector_products_are_the_analytic_ones_in_every_mode
     _close(got_hv, _rosen_hessian(x0) @ v0, "hessian-vector product")
 
 
+@pytest.mark.parametrize("example", ["rosen", "mix"])
+def test_second_order_gradient_test_passes(built, example):
+    """bridge.gradcheck(order=2) (issue 37, part 2): the Taylor remainder with
+    the Hessian through <Op>GradGrad falls like h^3."""
+    if example == "rosen":
+        rosen = built[1]["rosen"].fd_rosen
+        result = bridge.gradcheck(lambda x: rosen(x, bridge.constant(np.int64(0))),
+                                  np.array([-1.2, 1.0, -0.5, 0.8]), order=2)
+    else:
+        mix = built[1]["mix"].fd_mix
+        rng = np.random.default_rng(5)
+        values = _mix_values(rng)
+
+        def f(x, w, a):
+            y, v, t, vc, c, p = mix(x, w, bridge.constant(values["z"]), bridge.constant(values["s"]), a,
+                                    bridge.constant(values["zc"]), bridge.constant(values["k"]),
+                                    bridge.constant(values["tag"]), alpha=ALPHA)
+            return y
+        result = bridge.gradcheck(f, [values["x"], values["w"], values["a"]], order=2)
+    assert result.passed, str(result)
+
+
 def test_newton_cg_minimizes_through_the_op(built):
     rosen = built[1]["rosen"].fd_rosen
     g = bridge.Graph()
