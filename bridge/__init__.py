@@ -12,7 +12,7 @@ from bridge.platform.version import VERSION as __version__
 
 # Every public name loads its module on first access (PEP 562), so that
 # `import bridge.julia` and Julia's start import neither numpy nor the graph
-# modules (README, "Julia's start"); tests/project/test_package.py resolves them all.
+# modules (docs/internals/julia-start.md); tests/project/test_package.py resolves them all.
 _DTYPE_NAMES = ("bfloat16", "bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
                 "int32", "int64", "resource", "string", "uint8", "uint16", "uint32", "uint64", "variant")
 _LAZY = {

@@ -361,7 +361,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a Julia package the op uses (repeatable): listed with its UUID in DIR/Project.toml, "
                         "the op's own environment, and loaded with `using` in its Julia file")
     p.add_argument("--fortran", action="store_true",
-                   help="a Fortran op: custom_op.txt and a working <op>.f90 (README, \"Fortran ops\")")
+                   help="a Fortran op: custom_op.txt and a working <op>.f90 (docs/guides/fortran-ops.md)")
     p.set_defaults(run=_customop_init)
 
     p = sub.add_parser("build", help="generate and compile the op library (cached); several folders in parallel")
@@ -403,7 +403,7 @@ def _parser() -> argparse.ArgumentParser:
                     "says why and exits 1. The server listens on its task's own host only (localhost: "
                     "127.0.0.1), every interface only with --host 0.0.0.0. WARNING: TensorFlow's gRPC server "
                     "has no authentication and no encryption: whoever reaches its port can run any op, reading "
-                    "files included (README, \"Distributed\": SSH tunnels).")
+                    "files included (docs/guides/distributed.md, \"Security\": tunnels).")
     p.add_argument("--cluster", metavar="FILE", required=True,
                    help="the cluster: a JSON file (job -> addresses, or TF_CONFIG's form), or the words "
                         "TF_CONFIG or SLURM to read it from the environment")

@@ -1,5 +1,5 @@
 # TFBridge.ForwardDiffGradients: the gradient ops of the ops whose spec says
-# `@gradient forwarddiff` (README, "Gradients from ForwardDiff").
+# `@gradient forwarddiff` (docs/guides/julia-ops.md, "Gradients from ForwardDiff").
 #
 # Such an op has no backward function: its gradient op, <Op>Grad, calls
 # `<Op>Grad` of this module (generated per op by the build,

@@ -214,7 +214,7 @@ def _describe(spec: OpSpec, directory: Path) -> None:
 
 def _start_julia_for(directory: Path) -> None:
     """Start Julia, unless it has started, from a system image built for this
-    op where one is current (bridge.julia.opimage, README "Julia's start"):
+    op where one is current (bridge.julia.opimage, docs/internals/julia-start.md):
     before anything of the load runs Julia (its checks do), after the build
     found the op's library.  A Fortran op, or a spec that does not parse
     (build_spec reports it), starts nothing."""
@@ -278,7 +278,7 @@ def _entries_to_register(spec: OpSpec, source: Path) -> Optional[tuple[Path, lis
 def _register_entries(source: Path, ops: list[str]) -> None:
     """Include the op's compiled entries and point its kernels at them, so
     they call the Julia functions without jl_call and dispatch
-    (kernels_cpp/README.md, "Compiled entries")."""
+    (docs/internals/kernels-cpp.md, "Compiled entries")."""
     from bridge import julia
 
     pointers = [int(p) for p in julia.call("include", str(source))]

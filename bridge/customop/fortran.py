@@ -304,7 +304,7 @@ def context(spec: OpSpec) -> dict:
                backward_sub=by_kind.get("backward"), dynamic=_dynamic_sizes(spec),
                source_file=source_file_name(spec), module=f"{snake_case(spec.name)}_interface",
                language="fortran",
-               stateful=False)  # the subroutines are pure (README, "Fortran subroutines as ops"): TF may fold them
+               stateful=False)  # the subroutines are pure (docs/guides/fortran-ops.md): TF may fold them
     return ctx
 
 

@@ -1,5 +1,5 @@
 """Gradients from ForwardDiff: what ``customop.load`` does for an op whose
-spec says ``@gradient forwarddiff`` (README, "Gradients from ForwardDiff").
+spec says ``@gradient forwarddiff`` (docs/guides/julia-ops.md, "Gradients from ForwardDiff").
 
 Such an op has no backward function.  Its gradient op, ``<Op>Grad``, and the
 gradient op of that, ``<Op>GradGrad``, call functions the build generates

@@ -6,7 +6,7 @@ included.  TensorFlow 2.21 binds it to every interface of the machine
 (``[::]:<port>``, whatever host the cluster names); a Server here listens on
 its task's own host instead (``bridge.distribute.listen``), every interface
 only when asked (``host="0.0.0.0"``).  Keep the ports of servers on other
-hosts behind a firewall or a tunnel (README, "Distributed").
+hosts behind a firewall or a tunnel (docs/guides/distributed.md).
 
 TensorFlow cannot stop a started gRPC server inside a running process (its
 GrpcServer::Stop is unimplemented): a server serves until its process ends.

@@ -308,7 +308,7 @@ class Session(_Session):
         for (job, index), said in probe_tasks(tasks, self.cluster).items():
             lines.append(f"  /job:{job}/task:{index} at {self.cluster.task_address(job, index)}: {said}")
         lines.append("A run that needs a task that died or stalls fails at its deadline; runs that need only "
-                     "the other tasks go on (README, \"Distributed\").")
+                     "the other tasks go on (docs/guides/distributed.md, \"When a task dies or stalls\").")
         return "\n".join(lines)
 
     def _explain_unavailable(self) -> str:

@@ -1,6 +1,6 @@
 """The ``tf_bridge`` Fortran module: where its library and module files are, built on first use.
 
-The Fortran sources are in ``kernels_cpp/fortran`` (README "Fortran").
+The Fortran sources are in ``kernels_cpp/fortran`` (docs/guides/fortran.md).
 ``pip install .`` builds them into the package (hatch_build.py,
 ``bridge/_resources/fortran``), and :func:`build` prefers that copy when it
 finds the TensorFlow this Python finds.  Otherwise (a source checkout, an

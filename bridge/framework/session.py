@@ -189,7 +189,7 @@ class Session:
 
         ``timeout`` (seconds) sets RunOptions.timeout_in_ms: past it the run
         raises DeadlineExceededError, abandoning the Julia ops still running
-        (README, "Interrupts and deadlines").  Ctrl-C during a run raises
+        (docs/internals/interrupts.md).  Ctrl-C during a run raises
         KeyboardInterrupt the same way.  ``run_options``: a
         :class:`~bridge.RunOptions` or serialized RunOptions.
         ``run_metadata``: a :class:`~bridge.RunMetadata` the run fills (the

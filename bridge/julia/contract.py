@@ -82,7 +82,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("complex", None, "(rng.standard_normal({shape}) + 1j * rng.standard_normal({shape})).astype(np.{numpy})",
          "random complex numbers",
          "; TensorFlow's convention, dL/d(re {like}) + i dL/d(im {like}): for an output o = f({like}), f "
-         "holomorphic, `{grad} .+= grad_o .* conj.(fprime.({like}))` (README.md, \"What Julia receives\")"),
+         "holomorphic, `{grad} .+= grad_o .* conj.(fprime.({like}))` (docs/reference/julia-receives.md)"),
     Kind("int", "i", "rng.integers(0, 3, {shape}).astype(np.{numpy})", "integers from 0 to 2"),
     Kind("bool", "b", "rng.integers(0, 2, {shape}).astype(np.{numpy})", "random booleans"),
     Kind("string", "s", "np.full({shape}, 'a', dtype=object)", "the string 'a'"),

@@ -38,7 +38,7 @@ from bridge.framework import errors as _errors
 
 # numpy and the contract table (which brings TensorFlow's dtypes) are
 # imported by the calls that convert values, not here: `import bridge.julia;
-# bridge.julia.init()` then waits for neither (README, "Julia's start").
+# bridge.julia.init()` then waits for neither (docs/internals/julia-start.md).
 
 __all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "image", "is_initialized", "eval",
            "include", "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
@@ -129,7 +129,7 @@ _image: Optional[str] = None  # the system image Julia started from
 def init(image: Optional[str | os.PathLike] = None, ops: Sequence[str | os.PathLike] = ()) -> None:
     """Start Julia in this process (idempotent, thread-safe).
 
-    Julia's system image is chosen once, here (README, "Julia's start"):
+    Julia's system image is chosen once, here (docs/internals/julia-start.md):
     ``image`` (or TFBRIDGE_JULIA_SYSIMAGE=<path>) if it is current, else
     the newest current image built for the op folders ``ops``
     (``tfbridge julia build-image --ops``; ``customop.load`` passes its

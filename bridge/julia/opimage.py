@@ -1,5 +1,5 @@
 """Julia system images that hold, besides TFBridge, the packages some op
-folders use and the code a run of those ops compiled (README, "Julia's start").
+folders use and the code a run of those ops compiled (docs/internals/julia-start.md).
 
 Julia 1.5 keeps no machine code of packages: an op whose Julia file uses
 ForwardDiff loads it and compiles its code at every start.  An *op image* is

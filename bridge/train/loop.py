@@ -157,7 +157,7 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     a step failed, ``after_recovery(session, step, timeout)`` replaces
     ``after_create_session`` after a recovery and gives the step to resume
     at.  With ``SyncReplicasOptimizer`` every worker rolls back to the
-    chief's checkpoint (README, "Recovery"); a worker whose failed step the
+    chief's checkpoint (docs/guides/distributed.md, "Recovery"); a worker whose failed step the
     others completed resumes after it, its loss then None.
 
     **TensorBoard** (``summary_dir``, the chief only): the graph, then every
@@ -169,7 +169,7 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     ``hparams`` (names or ``summary.hparams.HParam``s to values): the run's
     hyperparameters for TensorBoard's HParams dashboard, its session ending
     "success" or "failure" with the loop (the experiment's
-    ``hparams_config_pb`` goes in the folder above the runs: README, "TensorBoard").
+    ``hparams_config_pb`` goes in the folder above the runs: docs/guides/tensorboard.md).
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"train_loop: steps must be a non-negative int, got {steps!r}")

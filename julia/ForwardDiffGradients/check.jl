@@ -349,7 +349,7 @@ function check_forward(L::Layout, where::String, backward::String)
     head = "$where: @gradient forwarddiff runs the forward function $(L.forward) on ForwardDiff's dual numbers, " *
            "which it cannot take"
     second = "or write the backward function $backward in the op's file and replace '@gradient forwarddiff' " *
-             "with it (README, \"Gradients from ForwardDiff\")"
+             "with it (docs/guides/julia-ops.md, \"Gradients from ForwardDiff\")"
     if !has_method(sig)
         refused = refused_parameter(sig)
         refused === nothing && return ""   # no method for any argument types: the arity check says so

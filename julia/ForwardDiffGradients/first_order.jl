@@ -7,7 +7,7 @@
 # dL/dt = sum over outputs of re(y_t) re(g) + im(y_t) im(g), where y_t is
 # the partial of y along t.  Each pass seeds CHUNK directions at once, so a
 # gradient costs ceil(directions / CHUNK) forward passes on dual numbers of
-# CHUNK partials (README, "Gradients from ForwardDiff", on what that costs).
+# CHUNK partials (docs/performance.md, "What @gradient forwarddiff costs").
 
 """The first-order dual type of a real element type."""
 gradient_dual(::Type{R}) where {R<:Real} = Dual{GRADIENT,R,CHUNK}

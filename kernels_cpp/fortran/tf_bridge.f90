@@ -10,7 +10,7 @@
 ! Every procedure reports through a tf_status (TF's code, 0 is OK, and a
 ! message naming what failed); none stops the program.  Handles (tf_tensor,
 ! tf_model, tf_trainer) are reference counted and released when they go out
-! of scope.  See README "Fortran".
+! of scope.  See docs/guides/fortran.md.
 module tf_bridge
   use tf_bridge_c, only: TF_FLOAT, TF_DOUBLE, TF_INT8, TF_INT16, TF_INT32, TF_INT64, TF_BOOL, TF_STRING, &
        TF_RESOURCE, TF_OK, TF_INVALID_ARGUMENT, TF_NOT_FOUND, TF_FAILED_PRECONDITION, TF_UNIMPLEMENTED, TF_INTERNAL

@@ -67,7 +67,7 @@ def test_an_op_without_float_arguments_has_no_gradient_to_test(tmp_path):
     (folder / "custom_op.txt").write_text("JlCountPositive\nint64 x(n)\nint64 c() -> output\n")
     (folder / "jl_count_positive.jl").write_text("jl_count_positive(c, x) = (c[] = count(>(0), x); nothing)\n")
     proc = _gradtest(folder)
-    assert proc.returncode == 2  # the test cannot run, as README says: not a FAIL
+    assert proc.returncode == 2  # the test cannot run, as docs/guides/julia-ops.md says: not a FAIL
     assert "no gradient to test" in proc.stderr
 
 

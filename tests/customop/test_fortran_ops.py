@@ -1,4 +1,4 @@
-"""Fortran subroutines as TensorFlow ops (README, "Fortran subroutines as ops"; issue #29 part 2).
+"""Fortran subroutines as TensorFlow ops (docs/guides/fortran-ops.md; issue #29 part 2).
 
 One op folder, built once for the module (with run-time checks:
 TFBRIDGE_FORTRAN_DEBUG=1), covers every dtype a Fortran op takes, named
@@ -27,6 +27,7 @@ from bridge import customop
 from bridge.customop import fortran
 from support import REPO, TESTS
 from support.cli import tfbridge
+from support.docs import block
 from support.threads import run_threads_for
 
 pytestmark = pytest.mark.skipif(shutil.which("gfortran") is None, reason="gfortran is not installed")
@@ -383,14 +384,10 @@ def test_what_fortran_cannot_take_is_a_spec_error_naming_the_line(tmp_path, line
 
 
 def test_readme_fortran_example_runs(tmp_path):
-    """README, "Fortran subroutines as ops": its spec and subroutines build, and the op and
+    """docs/guides/fortran-ops.md: its spec and subroutines build, and the op and
     its gradient agree with numpy."""
-    import re
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### Fortran subroutines as ops"):]
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
-    spec = next(code for kind, code in blocks if kind == "" and code.startswith("Scale\n"))
-    source = next(code for kind, code in blocks if kind == "fortran")
+    spec = block("docs/guides/fortran-ops.md", "", "Scale\n")
+    source = block("docs/guides/fortran-ops.md", "fortran", "subroutine scale(")
     folder = tmp_path / "scale"
     folder.mkdir()
     (folder / "custom_op.txt").write_text(spec)

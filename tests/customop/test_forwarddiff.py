@@ -472,7 +472,7 @@ def _refusal(built, source: Path, line: int, text: str, why: str, fix: str) -> s
     return (f"op FdProbe: {spec}:5: @gradient forwarddiff runs the forward function FdProbeJl.f on ForwardDiff's "
             f"dual numbers, which it cannot take: {source}:{line}, in {text}: {why}. Two fixes: {fix}, or write the "
             "backward function FdProbeJl.f_grad in the op's file and replace '@gradient forwarddiff' with it "
-            "(README, \"Gradients from ForwardDiff\")")
+            "(docs/guides/julia-ops.md, \"Gradients from ForwardDiff\")")
 
 
 def test_a_parameter_annotated_float64_is_refused_at_load_naming_line_and_fixes(built):
@@ -485,7 +485,7 @@ def test_a_parameter_annotated_float64_is_refused_at_load_naming_line_and_fixes(
         f"numbers, which it cannot take: its method at {source}:2 declares x::AbstractArray{{Float64,1}}. Two fixes: "
         "loosen the annotation so that any number type passes (AbstractVector{<:Real}, AbstractArray, or no "
         "annotation), or write the backward function FdProbeJl.f_grad in the op's file and replace "
-        "'@gradient forwarddiff' with it (README, \"Gradients from ForwardDiff\")")
+        "'@gradient forwarddiff' with it (docs/guides/julia-ops.md, \"Gradients from ForwardDiff\")")
 
 
 def test_an_annotation_in_a_function_it_calls_is_refused_naming_both_lines(built):

@@ -1,4 +1,4 @@
-"""Where servers listen (README, "Distributed", "Security"): on their task's
+"""Where servers listen (docs/guides/distributed.md, "Security"): on their task's
 own host, IPv4 or IPv6, every interface only when asked; ports in use in
 either family refused; two spellings of one address refused as one task.
 

@@ -1,5 +1,5 @@
-"""README's recipe for a cluster on an untrusted network (README,
-"Distributed", "Security"), tested on loopback: every server listens on
+"""The recipe for a cluster on an untrusted network
+(docs/guides/distributed.md, "Security"), tested on loopback: every server listens on
 localhost only, and every connection between tasks goes through a
 mutual-TLS tunnel (socat, one self-signed certificate shared by the
 cluster's machines: a peer without it is refused).

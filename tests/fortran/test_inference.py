@@ -3,7 +3,7 @@ the bridge, stock TensorFlow's TF1 SavedModel, TF2 SavedModel and TF2 CNN
 SavedModel (NHWC images with transpose=.true.), and stock TF's CNN GraphDef,
 each output equal bit for bit to what stock TensorFlow computes from the same
 files (through the oracle: the same kernels of the same library, so nothing
-to round) and to what the Python bridge computes; the README's Fortran
+to round) and to what the Python bridge computes; docs/guides/fortran.md's Fortran
 example runs as written."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import bridge
 from bridge import ops
 from support.fortran import compile_program, read_array, run_program, write_array
-from support import REPO
+from support.docs import block
 
 CHECK = """
 contains
@@ -307,12 +307,8 @@ def test_fortran_runs_stock_cnn_graph_def_transposed_bit_for_bit(oracle_models, 
 
 
 def test_readme_fortran_example_runs_as_written(oracle_models, tmp_path):
-    import re
-    readme = (REPO / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```fortran\n(.*?)```", readme, re.S) if "program predict" in b]
-    assert len(blocks) == 1, "expected one fortran block with 'program predict' in README.md"
     model = oracle_models["models"]["saved_model"]
-    exe = compile_program(blocks[0], tmp_path, "predict")
+    exe = compile_program(block("docs/guides/fortran.md", "fortran", "program predict"), tmp_path, "predict")
     printed = run_program(exe, model["path"])
     got = np.array([float(v) for v in printed.split()], np.float32).reshape(4, 2)
     with bridge.load_saved_model(model["path"]) as loaded:

@@ -13,7 +13,6 @@ checkpoint's names are those TF gives a second Adam; a TF2 export, bad
 arguments and bad feeds are statuses naming what is wrong."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ import pytest
 import bridge
 from bridge import ops
 from bridge.train import AdamOptimizer, GradientDescentOptimizer, Saver
-from support import REPO
+from support.docs import block
 from support.fortran import compile_program, run_program
 
 STEPS = 50
@@ -423,12 +422,10 @@ def test_trainer_errors_are_statuses_naming_what_is_wrong(built, oracle):
 
 
 def test_the_readme_training_example_runs(built, python_adam, tmp_path):
-    """README "Training from Fortran": its program, as written, trains the export and saves a
-    checkpoint bridge.train.Saver restores into the graph Python trained."""
-    readme = (REPO / "README.md").read_text()
-    block, = [code for kind, code in re.findall(r"```(\w*)\n(.*?)```", readme, re.S)
-              if kind == "fortran" and "program online_training" in code]
-    exe = compile_program(block, tmp_path, "online_training")
+    """docs/guides/fortran.md, "Training from Fortran": its program, as written, trains the export and
+    saves a checkpoint bridge.train.Saver restores into the graph Python trained."""
+    exe = compile_program(block("docs/guides/fortran.md", "fortran", "program online_training"), tmp_path,
+                          "online_training")
     printed = run_program(exe, str(built["folder"] / "export"), timeout=300)
     loss = float(printed.split()[-1])
     assert 0 <= loss < 0.01, printed

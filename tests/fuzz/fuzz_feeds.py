@@ -10,7 +10,7 @@ nested lists and tuples, ragged and over-deep lists, object arrays mixing
 str/bytes/None/ints/floats, huge and non-finite values, strings for numeric
 placeholders and numbers for string ones.
 
-The contract checked (README, "Running a predefined graph"; bridge/framework/tensor.py):
+The contract checked (docs/guides/predefined-graphs.md; bridge/framework/tensor.py):
 
 * a value is accepted, and the fetched value equals ``np.asarray(value)``
   cast to the placeholder's type exactly (shape, dtype, every bit but NaN

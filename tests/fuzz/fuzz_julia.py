@@ -6,7 +6,7 @@ static output and dynamic outputs (assigned by Julia, sized by the values).
 Each example feeds it values of random shapes (empty ones too), values
 (non-finite, extreme, arbitrary bytes) and layouts (Fortran order, steps,
 negative strides, Python lists), sometimes of the wrong rank, and runs it in
-a random one of the scheduling modes (README, "Threads": posted from TF's
+a random one of the scheduling modes (docs/internals/threads.md: posted from TF's
 pool threads, a graph run by the caller's thread, ``TFBRIDGE_JULIA_ASYNC=0``,
 a ``julia_thread`` session).
 

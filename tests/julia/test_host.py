@@ -167,7 +167,7 @@ def test_include_errors_name_the_file(tmp_path):
 
 
 def test_a_relative_path_is_relative_to_the_current_directory(tmp_path, monkeypatch):
-    """As README's step 7 includes ops/sinc/sinc.jl: from the current directory, the file's
+    """As step 7 of docs/getting-started/first-op.md includes ops/sinc/sinc.jl: from the current directory, the file's
     own include lines from its folder (Julia sees the absolute path)."""
     folder = tmp_path / "ops" / "rel"
     folder.mkdir(parents=True)

@@ -6,7 +6,7 @@ sessions), abandoning the Julia ops still running; the session stays usable.
 
 What Julia 1.5 lets through: Julia code that calls TFBridge.checkinterrupt()
 stops there with InterruptException; code that never calls it runs to its end
-on its thread, its outputs discarded (README, "Interrupts and deadlines")."""
+on its thread, its outputs discarded (docs/internals/interrupts.md)."""
 from __future__ import annotations
 
 import os
@@ -77,6 +77,9 @@ end
 
 MODES = ["posted", "synchronous", "julia_thread"]
 SLACK = 0.5  # the issue's bound: timeout + 0.5 s, Ctrl-C within 0.5 s
+
+# Half-second bounds on deadlines and Ctrl-C: run alone (`make test`'s serial phase).
+pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(scope="module")

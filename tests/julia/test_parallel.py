@@ -23,6 +23,9 @@ from support import REPO
 
 CPUS = os.cpu_count() or 1
 
+# Speed-ups and latencies measured against the machine's cores: run alone (`make test`'s serial phase).
+pytestmark = pytest.mark.serial
+
 # Computes for s seconds (no allocation, no yield), then y = x.
 WORK_SPEC, WORK_JL = busy_op("JlWork")
 

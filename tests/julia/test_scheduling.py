@@ -142,6 +142,7 @@ print(json.dumps({"waited": waited}))
 """
 
 
+@pytest.mark.serial  # 0.2 s for three runs to take the pool, 0.25 s for the native one: measured alone
 @pytest.mark.parametrize("kernels", ["async", "sync"])
 def test_pool_threads_run_other_work_while_julia_is_busy(root, kernels):
     """ADCME's kernels hold a TF pool thread for as long as Julia works; these

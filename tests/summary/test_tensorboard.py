@@ -26,7 +26,6 @@ from bridge.summary import hparams as hp
 from bridge.summary import records
 from bridge.train import train_loop
 from support import REPO
-from support.build import built_twice, toolchain_missing
 from support.tensorboard import tensorboard
 
 RATES = (0.125, 0.0625)
@@ -81,11 +80,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    missing = toolchain_missing()
-    if missing:
-        pytest.skip(missing)
-    twice = customop.load(built_twice(tmp_path_factory, "tb_twice")).twice
+def logdir(tmp_path_factory, twice_folder):
+    twice = customop.load(twice_folder).twice
     root = tmp_path_factory.mktemp("logdir")
     with summary.FileWriter(root) as writer:
         writer.add_summary(hp.hparams_config_pb([LR, OPTIMIZER], [hp.Metric("train/loss")]))

@@ -52,7 +52,7 @@ int serving_threads() {
 
 // How long Julia's thread keeps looking for new work, and a Python caller
 // for its result, before it sleeps: TFBRIDGE_JULIA_POLL_US microseconds, 50
-// by default, 0 to sleep at once.  See README.md, "Waiting for work".
+// by default, 0 to sleep at once.  See docs/internals/kernels-cpp.md, "Waiting for work".
 std::chrono::nanoseconds poll_time() {
   const char* v = std::getenv("TFBRIDGE_JULIA_POLL_US");
   char* end = nullptr;
@@ -445,7 +445,7 @@ void JuliaThread::run(void (*fn)(void*), void* ctx, Wait wait) {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
     fn(ctx);
     // On Julia >= 1.9 a foreign thread could instead adopt itself
-    // (jl_adopt_thread) and take this branch; see README.md, "Julia >= 1.9".
+    // (jl_adopt_thread) and take this branch; see docs/internals/kernels-cpp.md, "Julia >= 1.9".
     return;
   }
   handed_over_calls_.fetch_add(1, std::memory_order_relaxed);

@@ -1,7 +1,7 @@
 // Julia's threads: the thread that initialises Julia and the others Julia
 // starts, all of which serve the calls other threads hand to Julia (Julia
 // 1.5 cannot be entered from threads it did not start).
-// README.md, "Threads", draws who owns what.
+// docs/internals/kernels-cpp.md, "Threads", draws who owns what.
 #ifndef TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 #define TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 
@@ -28,7 +28,7 @@ namespace detail {
 //    after `finish`;
 //  - detachable (julia_thread session runs): the caller waits until it is
 //    done or until a deadline or an interrupt, and may then leave it running
-//    (kernels_cpp/README.md, "Interrupts and deadlines"); shared by the
+//    (docs/internals/kernels-cpp.md, "Interrupts and deadlines"); shared by the
 //    caller and the server through `refs`.
 // A task is in the in-flight list from enqueue until its call is over, which
 // is what interrupt_all() walks.
@@ -161,7 +161,7 @@ class JuliaThread {
   void abandon_locked(Task* task, const char* why);
   // The oldest queued task, or null after max_wait_us without one; the
   // poller (*polling, true if this server holds poller_) polls briefly
-  // before sleeping (README.md, "Waiting for work").
+  // before sleeping (docs/internals/kernels-cpp.md, "Waiting for work").
   Task* take_task(int max_wait_us, bool* polling);
   void wait_for(Task& task, Wait wait);
 
