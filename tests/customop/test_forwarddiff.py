@@ -427,6 +427,7 @@ def test_a_third_order_is_refused_naming_the_op(built):
                      r"are not available", str(info.value)), str(info.value)
 
 
+@pytest.mark.serial   # a latency bound: the run ends within 0.5 s of its deadline
 @pytest.mark.parametrize("mode", MODES)
 def test_a_deadline_stops_the_gradient_between_its_forward_passes(built, mode):
     """By dual numbers, 240 inputs are 30 passes of 8 directions, each
