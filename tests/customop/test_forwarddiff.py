@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -39,7 +40,7 @@ import pytest
 import bridge
 from bridge import customop, julia, ops
 from bridge.customop.environment import how_to_add
-from bridge.framework.errors import DeadlineExceededError, InvalidArgumentError
+from bridge.framework.errors import CancelledError, DeadlineExceededError, InvalidArgumentError
 from support import REPO
 from support.build import op_folder, toolchain_missing
 
@@ -457,6 +458,34 @@ def _deadline(built, mode):
         time.sleep(0.5)
         assert julia.eval("Main.FD_ROSEN_CALLS[]") == stopped and stopped <= calls + 1
         _close(sess.run(grad, {x: x0, spin: 0}), _rosen_gradient(x0), "gradient after the deadline")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_interrupt_cancels_the_gradient_and_stops_its_passes(built, mode):
+    """bridge.julia.interrupt() (as Ctrl-C does, docs/internals/interrupts.md) 0.3 s into a gradient by dual
+    numbers (30 passes of 0.1 s): the run raises CancelledError, the passes stop long before the 30th,
+    and the session's next gradient is right."""
+    rosen = built[1]["rosen"].fd_rosen
+    n = 240
+    g, x, spin, _, f, grad, _, _ = _rosen_graph(rosen, n)
+    x0 = np.linspace(-1, 1, n)
+    julia.eval("TFBridge.ForwardDiffGradients.MODE[] = :forward")
+    try:
+        with _Mode(g, mode) as sess:
+            before = julia.eval("Main.FD_ROSEN_CALLS[]")
+            timer = threading.Timer(0.3, julia.interrupt)
+            timer.start()
+            with pytest.raises(CancelledError, match="interrupt"):
+                sess.run(grad, {x: x0, spin: 100})
+            timer.join()
+            time.sleep(0.3)   # a pass still running ends; no other starts
+            stopped = julia.eval("Main.FD_ROSEN_CALLS[]")
+            assert stopped - before < 15, f"{stopped - before} passes ran after the interrupt"
+            time.sleep(0.3)
+            assert julia.eval("Main.FD_ROSEN_CALLS[]") == stopped
+            _close(sess.run(grad, {x: x0, spin: 0}), _rosen_gradient(x0), "gradient after the interrupt")
+    finally:
+        julia.eval("TFBridge.ForwardDiffGradients.MODE[] = :auto")
 
 
 # ---------------------------------------------------------------- refused at load
