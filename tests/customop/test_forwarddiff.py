@@ -230,7 +230,7 @@ def test_every_kind_of_argument_gets_its_gradient_and_the_others_none(built, ad,
         none = bridge.gradients(ops.sum(outs[0], 0), [inputs["k"]])   # the int32 input: no gradient
     assert none == [None]
     with bridge.Session(g) as sess:
-        got = dict(zip(FLOATS, sess.run(grads)))
+        got = dict(zip(FLOATS, sess.run(grads), strict=True))
         y, v, t, vc, c, p = sess.run(list(outs))
     want = _mix_gradient(values, weights["y"], weights["v"], weights["t"], weights["p"], weights["vc"])
     for name in FLOATS:
@@ -264,11 +264,11 @@ def test_second_derivatives_of_every_float_input_match_the_hand_worked_ones(buil
                  for name in FLOATS}
     g, inputs, _, grads, _ = _mix_graph(mix, values, weights)
     with g.as_default():
-        along = ops.add_n([_real_dot(gr, direction[name]) for gr, name in zip(grads, FLOATS)])
+        along = ops.add_n([_real_dot(gr, direction[name]) for gr, name in zip(grads, FLOATS, strict=True)])
         hv = bridge.gradients(along, [inputs[name] for name in FLOATS])
         assert {op.type for op in g.get_operations()} >= {"FdMixGrad", "FdMixGradGrad"}
     with bridge.Session(g) as sess:
-        got = dict(zip(FLOATS, sess.run(hv)))
+        got = dict(zip(FLOATS, sess.run(hv), strict=True))
 
     def central(h):
         def moved(step):  # in 64 bits: a float32 step would round the move

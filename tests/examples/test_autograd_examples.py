@@ -61,7 +61,7 @@ def _gradients(op, values, weights):
 
 
 def _assert_same(got, want, what):
-    for k, (a, b) in enumerate(zip(got, want)):
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
         assert a.shape == b.shape, what
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * max(np.abs(b).max(), 1.0), err_msg=f"{what} {k}")
 
