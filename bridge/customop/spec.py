@@ -13,6 +13,7 @@ The format is ADCME's, with a few extensions::
     @attr double alpha = 0.5      # extension: an op attribute
     @forward two_layer            # extension: the Julia function (default: snake_case(Op))
     @backward two_layer_grad      # extension: its gradient (default: forward + "_grad")
+    @gradient forwarddiff         # extension, instead of @backward: ForwardDiff differentiates the forward
 
 Types: the spec names of the table in bridge/julia/contract.py, ``DTYPES``
 (double, float, int32, int64, bool, string, ...; aliases float64 -> double,
@@ -30,7 +31,10 @@ Extensions over ADCME:
   int32), bool or string; string defaults are double-quoted printable ASCII
   without ``"``, ``\\`` or ``$``;
 * ``@forward julia_fn`` / ``@backward julia_fn``: a function in Main (``f``,
-  ``f!``) or in a module Main reaches (``MyModule.f``, ``A.B.f``).
+  ``f!``) or in a module Main reaches (``MyModule.f``, ``A.B.f``);
+* ``@gradient forwarddiff``: no backward function; the gradient op runs the
+  forward function on ForwardDiff's dual numbers (GRADIENT_MODES,
+  julia/ForwardDiffGradients.jl), and has a gradient op of its own.
 
 An output whose dims cannot all be computed from the inputs' dims and the int
 attributes (a ``?``, or a name no input or attribute binds) is *dynamic*: the
@@ -69,8 +73,8 @@ from typing import Iterator, Union
 from bridge.julia import contract
 from .model import Arg, Attr, Dim, Expr, OpSpec
 # The parser's parts, each in its module; their names stay importable from here.
-from .analysis import (DimBinding, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_differentiable,
-                       is_dynamic, op_types, sizes_dimensions)
+from .analysis import (DimBinding, differentiable_types, dim_bindings, generated_backward, grad_inputs,
+                       grad_outputs, has_gradient, is_differentiable, is_dynamic, op_types, sizes_dimensions)
 from .dims import (INT64_MAX, MAX_EXPR_DEPTH, MAX_EXPR_TOKENS, BinOp, ExprError, Name, Node, Num, dim_names,
                    divisors, evaluate, parse_expr, render_expr, to_dim)
 from .errors import SpecError, show
@@ -93,6 +97,7 @@ _DECLARED_TYPES = {"argument": ("type", TYPES, _TYPE_ALIASES),
                    "attribute": ("attribute type", ATTR_TYPES, _ATTR_ALIASES)}
 
 LANGUAGES = ("julia", "fortran")  # @language: what implements the op (default: the op folder's files)
+GRADIENT_MODES = ("forwarddiff",)  # @gradient: who writes the gradient (default: the user, @backward)
 _OP_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 MAX_OP_NAME = 128  # lib<Op>Grad.so, <Op>_entries.jl and <op_snake>.jl must stay under 255 bytes
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -179,11 +184,16 @@ class _Parser:
         default_backward = forward[:-1] + "_grad!" if forward.endswith("!") else forward + "_grad"
         backward = self.directives.get("backward", (default_backward, 0))[0]
         language, language_line = self.directives.get("language", ("", 0))
+        gradient, gradient_line = self.directives.get("gradient", ("", 0))
+        if gradient:
+            backward = generated_backward(op_name)
         spec = OpSpec(name=op_name, inputs=tuple(self.inputs), outputs=tuple(self.outputs),
                       attrs=tuple(self.attrs), forward=forward, backward=backward,
                       path=self.path, source=self.text, line=number_of_name,
-                      language=language, language_line=language_line)
+                      language=language, language_line=language_line,
+                      gradient=gradient, gradient_line=gradient_line)
         self.check_dims(spec)
+        self.check_gradient(spec)
         self.check_grad_names(spec)
         self.check_generated_names(spec)
         return spec
@@ -306,15 +316,22 @@ class _Parser:
         if word == "@attr":
             self.attr(number, rest)
             return
-        if word not in ("@forward", "@backward", "@language"):
+        if word not in ("@forward", "@backward", "@language", "@gradient"):
             raise self.error(number, f"unknown directive '{show(word)}': expected @attr, @forward, "
-                                     "@backward or @language")
+                                     "@backward, @gradient or @language")
         key = word[1:]
         if key in self.directives:
             raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
         if word == "@language":  # Fortran ops: bridge/customop/fortran.py
             if rest not in LANGUAGES:
                 raise self.error(number, f"@language expects one of {', '.join(LANGUAGES)}, got '{show(rest)}'")
+            self.directives[key] = (rest, number)
+            return
+        if word == "@gradient":  # julia/ForwardDiffGradients.jl
+            if rest not in GRADIENT_MODES:
+                raise self.error(number, f"@gradient expects {' or '.join(GRADIENT_MODES)} (the gradient op then "
+                                         "differentiates the forward function with ForwardDiff), got "
+                                         f"'{show(rest)}'")
             self.directives[key] = (rest, number)
             return
         if not JULIA_FN.fullmatch(rest):
@@ -410,15 +427,36 @@ class _Parser:
                                                    "name it alone in some input's shape, or "
                                                    "declare '@attr int64 " + missing[0] + "'")
 
+    def check_gradient(self, spec: OpSpec) -> None:
+        """@gradient forwarddiff replaces the backward function: refuse it beside @backward, and
+        on an op without a gradient op."""
+        if not spec.gradient:
+            return
+        if "backward" in self.directives:
+            first, second = sorted([("@backward", self.directives["backward"][1]),
+                                    ("@gradient", spec.gradient_line)], key=lambda item: item[1])
+            raise self.error(second[1], f"{second[0]} contradicts {first[0]} on line {first[1]}: @backward names "
+                                        "a backward function you write, @gradient forwarddiff has the bridge "
+                                        "differentiate the forward function instead; keep one of them")
+        if not has_gradient(spec):
+            raise self.error(spec.gradient_line, f"@gradient {spec.gradient}: op {spec.name} has no gradient "
+                                                 f"(it needs a differentiable ({differentiable_types()}) input and "
+                                                 "output)")
+
     def check_grad_names(self, spec: OpSpec) -> None:
         if not has_gradient(spec):
             return
         generated = {f"grad_{a.name}" for a in grad_inputs(spec) + grad_outputs(spec)}
+        second = f"{spec.name}Grad's gradient op {spec.name}GradGrad, which names its arguments grad_<name>, " \
+                 "grad_grad_<name> and grad2_<name>"
+        if spec.gradient:  # <Op>GradGrad's too (codegen.second_grad_context)
+            generated |= {f"{prefix}{a.name}" for a in grad_inputs(spec) + grad_outputs(spec)
+                          for prefix in ("grad_grad_", "grad2_")}
         for arg in spec.inputs + spec.outputs:
             if arg.name in generated:
-                raise self.error(arg.line, f"argument name '{arg.name}' clashes with the gradient "
-                                           f"op {spec.name}Grad, which names its gradient "
-                                           "arguments grad_<name>: rename it")
+                clash = second if spec.gradient else f"the gradient op {spec.name}Grad, which names its " \
+                                                     "gradient arguments grad_<name>"
+                raise self.error(arg.line, f"argument name '{arg.name}' clashes with {clash}: rename it")
 
 
     def check_generated_names(self, spec: OpSpec) -> None:

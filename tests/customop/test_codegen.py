@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.customop import codegen, init
+from bridge.customop import codegen, forwarddiff, init
 from bridge.customop.spec import parse
 from support import TESTS
 from support.golden import update_requested
@@ -37,6 +37,10 @@ def _outputs(case: str) -> dict[str, str]:
     entries = codegen.entries_source(spec)
     if entries is not None:
         out[codegen.entries_file_name(spec)] = entries
+    gradient = forwarddiff.gradient_source(spec)  # @gradient forwarddiff
+    if gradient is not None:
+        out[forwarddiff.gradient_file_name(spec)] = gradient
+        out[codegen.julia_file_name(spec)] = codegen.julia_stub(spec)
     if case == "TwoLayer":  # the other files vary less with the spec: one case pins them
         out["CMakeLists.txt"] = codegen.cmake_lists(spec)
         out["two_layer.jl"] = codegen.julia_stub(spec)
