@@ -18,11 +18,11 @@ the checkpoint of its prefix either as it was or as the save wrote it, never
 a data file that does not match its index, and saves to one prefix from
 several threads or processes never disturb each other.  ``Saver.save`` does
 not feed the prefix itself to the graph but a folder of its own,
-``<folder>/.<name>.save-<pid>-<random>/ckpt`` (so ``<prefix>_temp`` is never
+``<folder>/.<name>.save-<random>/ckpt`` (so ``<prefix>_temp`` is never
 shared), and when the run has written it:
 
 1. flushes its files to disk and renames the folder to
-   ``.<name>.commit-<pid>-<random>``: the commit point;
+   ``.<name>.commit-<random>``: the commit point;
 2. holding a lock on the checkpoint folder (``flock`` on the folder itself,
    and a lock per folder in the process), removes ``<prefix>.index`` (and
    data files of another shard count), moves the new data files over
@@ -30,12 +30,20 @@ shared), and when the run has written it:
    and removes the commit folder;
 3. writes the state file aside and renames it into place (same lock).
 
-A kill before the commit leaves a ``.save-`` folder, which the next save,
-restore or ``latest_checkpoint`` in that folder removes once its process is
-gone; a kill after it leaves a ``.commit-`` folder, which they finish (step
-2), since a commit folder seen under the lock has no live owner.  Between
-steps 2's first and last rename ``<prefix>.index`` is missing, never stale:
-TensorFlow itself sees no checkpoint there until the bridge finishes it.
+Who may clean up: from creating its work folder (under the folder's lock)
+to removing it, a save holds an ``fcntl`` lock on the file ``.owner``
+inside it (:mod:`bridge.train.work_owner`).  A kill before the commit
+leaves a ``.save-`` folder, which the next save, restore or
+``latest_checkpoint`` in that folder removes once it can take that lock;
+a kill after it leaves a ``.commit-`` folder, which they finish (step 2)
+the same way.  A lock that cannot be taken means a live save, whatever
+its process id says here: saves in other containers sharing the folder
+(another PID namespace) or on other hosts sharing the file system are
+never disturbed.  Folders of the bridge's versions before the lock
+(``.save-<pid>-<random>``) are removed when no process of that id is
+alive here, as those versions did.  Between steps 2's first and last
+rename ``<prefix>.index`` is missing, never stale: TensorFlow itself sees
+no checkpoint there until the bridge finishes it.
 """
 from __future__ import annotations
 
@@ -60,6 +68,7 @@ from bridge.framework.attrs import Shape
 from bridge.framework.builders import Variable, global_variables
 from bridge.framework.graph import Graph, Output
 from bridge.framework.session import Session
+from . import work_owner
 from .bundle import BundleFormatError, read_index
 from .saver_ops import build_saver_ops
 
@@ -197,32 +206,35 @@ class Saver:
         if not os.path.isdir(parent):
             raise ValueError(f"Saver.save: the folder of {prefix}, {parent}, does not exist")
         name = os.path.basename(prefix)
-        token = f"{os.getpid()}-{secrets.token_hex(6)}"
+        token = secrets.token_hex(8)
         work = os.path.join(parent, f".{name}.save-{token}")
         with _in_flight(work):   # before it exists, so that no other thread's clean-up takes it for a leftover
-            os.mkdir(work)
-            try:
-                # Absolute: the tasks of a cluster that write shards have working folders of their own.
-                sess.run(self._save_tensor, {self._filename: os.path.abspath(os.path.join(work, _WORK_NAME))})
-                _sync_files(work)
-            except BaseException as exc:
-                shutil.rmtree(work, ignore_errors=True)
-                if isinstance(exc, errors.OpError):
-                    raise type(exc)(f"saving checkpoint '{prefix}' failed (a checkpoint saved there before "
-                                    f"is unchanged): {exc.message}") from exc
-                raise
-            with _folder_lock(parent):
-                committed = os.path.join(parent, f".{name}.commit-{token}")
-                os.rename(work, committed)   # the commit point: from here on the save is finished, if need be by others
-                _apply(committed, prefix)
-                _recover(parent, must=False)   # leftovers of killed saves: best effort, the save is done
-                if write_state:
-                    with self._lock:
-                        doomed = self._record(prefix)
-                        self._write_state(prefix, latest_filename)
-                        for old in doomed:
-                            _delete_checkpoint(old)
-                _sync_folder(parent)
+            with _folder_lock(parent):   # so that no clean-up sees it before its owner lock is taken
+                os.mkdir(work)
+                owner = work_owner.take(work)
+            with owner:
+                try:
+                    # Absolute: the tasks of a cluster that write shards have working folders of their own.
+                    sess.run(self._save_tensor, {self._filename: os.path.abspath(os.path.join(work, _WORK_NAME))})
+                    _sync_files(work)
+                except BaseException as exc:
+                    shutil.rmtree(work, ignore_errors=True)
+                    if isinstance(exc, errors.OpError):
+                        raise type(exc)(f"saving checkpoint '{prefix}' failed (a checkpoint saved there before "
+                                        f"is unchanged): {exc.message}") from exc
+                    raise
+                with _folder_lock(parent) as exclusive:
+                    committed = os.path.join(parent, f".{name}.commit-{token}")
+                    os.rename(work, committed)   # the commit point: from here on the save is finished, if need be by others
+                    _apply(committed, prefix)
+                    _recover(parent, exclusive, must=False)   # leftovers of killed saves: best effort, the save is done
+                    if write_state:
+                        with self._lock:
+                            doomed = self._record(prefix)
+                            self._write_state(prefix, latest_filename)
+                            for old in doomed:
+                                _delete_checkpoint(old)
+                    _sync_folder(parent)
         return prefix
 
     def _step(self, sess: Session, global_step: Any) -> int:
@@ -280,8 +292,8 @@ class Saver:
         self._check_session(sess, "restore")
         parent = os.path.dirname(prefix) or "."
         # Under the folder's lock: a save to the same prefix waits, and one killed midway is finished first.
-        with _folder_lock(parent, must=False):
-            _recover(parent, must=False)
+        with _folder_lock(parent, must=False) as exclusive:
+            _recover(parent, exclusive, must=False)
             if not checkpoint_exists(prefix):
                 hint = (f"; {prefix} is a folder: bridge.train.latest_checkpoint({prefix!r}) names its newest "
                         "checkpoint" if os.path.isdir(prefix) else "")
@@ -349,8 +361,9 @@ def _checked_path(path: Any, where: str, what: str, folder_ok: bool = False, emp
 
 _WORK_NAME = "ckpt"                                      # the prefix inside a work folder
 _DATA_GLOB = ".data-?????-of-?????"                      # the data files of a checkpoint
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>save|commit)-(?P<pid>\d+)-[0-9a-f]+$")
-_STATE_TMP = re.compile(r"^\..+\.(?P<pid>\d+)-[0-9a-f]+\.tmp$")
+# Work folders and state files being written; a pid in the name: the bridge's versions before the owner lock.
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>save|commit)-(?:(?P<pid>\d+)-)?[0-9a-f]+$")
+_STATE_TMP = re.compile(r"^\..+\.(?:(?P<pid>\d+)-)?[0-9a-f]+\.tmp$")
 
 _registry_lock = threading.Lock()
 _folder_locks: dict[str, threading.RLock] = {}
@@ -410,7 +423,7 @@ def _sync_files(folder: str) -> None:
     """Flush the files of ``folder`` and the folder to disk (a commit must not
     name files a power cut would leave empty)."""
     for entry in os.scandir(folder):
-        if entry.is_file():
+        if entry.is_file() and entry.name != work_owner.OWNER:   # closing it would drop the save's lock
             fd = os.open(entry.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -469,34 +482,48 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _recover(folder: str, must: bool = True) -> None:
-    """Under the folder's lock: finish the committed saves a kill left in
-    ``folder`` (oldest first), remove the work folders of saves whose
-    process is gone, and the state files they were writing."""
+def _recover(folder: str, exclusive: bool, must: bool = True) -> None:
+    """Under the folder's lock (``exclusive``: its inter-process part too):
+    finish the committed saves a kill left in ``folder`` (oldest first),
+    remove the work folders of saves whose writer is gone, and the state
+    files they were writing.  A writer is gone when its lock can be taken
+    (:mod:`bridge.train.work_owner`); a work folder without a lock file has
+    none when ``exclusive``, since saves make their folders under that lock."""
     try:
         names = os.listdir(folder)
     except OSError:
         if must:
             raise
         return
-    commits, stale = [], []
-    for name in names:
-        match = _LEFTOVER.match(name)
-        path = os.path.join(folder, name)
-        if match:
-            if match["kind"] == "commit":   # under the lock: its save was killed between commit and move
-                try:
-                    commits.append((os.stat(path).st_mtime_ns, path, match["name"]))
-                except FileNotFoundError:
-                    pass
-            elif not _alive(int(match["pid"])) or (int(match["pid"]) == os.getpid()
-                                                   and os.path.realpath(path) not in _working):
-                stale.append(path)
-        else:
-            match = _STATE_TMP.match(name)
-            if match and not _alive(int(match["pid"])):
-                stale.append(path)
+    commits, stale, claimed = [], [], []
     try:
+        for name in names:
+            match = _LEFTOVER.match(name)
+            path = os.path.join(folder, name)
+            if match:
+                if os.path.realpath(path) in _working:
+                    continue   # this process's, in flight
+                if match["pid"] is not None:   # by a version before the lock: commits are finished under
+                    pid = int(match["pid"])    # the folder's lock, and saves known here are judged by their pid
+                    gone = match["kind"] == "commit" or pid == os.getpid() or not _alive(pid)
+                else:
+                    found, owner = work_owner.claim(path)
+                    claimed.append(owner)
+                    gone = found == work_owner.GONE or (found == work_owner.MISSING and exclusive)
+                if not gone:
+                    continue
+                if match["kind"] == "commit":
+                    try:
+                        commits.append((os.stat(path).st_mtime_ns, path, match["name"]))
+                    except FileNotFoundError:
+                        pass
+                else:
+                    stale.append(path)
+            else:
+                # A state file written under the inter-process lock: unfinished while we hold it, its writer is gone.
+                match = _STATE_TMP.match(name)
+                if match and (exclusive if match["pid"] is None else not _alive(int(match["pid"]))):
+                    stale.append(path)
         for _, path, name in sorted(commits):
             _apply(path, os.path.join(folder, name))
         for path in stale:
@@ -507,6 +534,9 @@ def _recover(folder: str, must: bool = True) -> None:
     except OSError:
         if must:
             raise
+    finally:
+        for owner in claimed:
+            owner.release()
 
 
 def _delete_checkpoint(prefix: str) -> None:
@@ -582,9 +612,9 @@ def write_checkpoint_state(folder: PathLike, model_checkpoint_path: str, all_mod
     if timestamps:
         lines.append("last_preserved_timestamp: 0.0")
     target = folder / latest_filename
-    # Not tempfile.mkstemp: its file is private (0600); "x" mode keeps the usual permissions.  The
-    # process id in the name lets a later save remove it, should this process die before the rename.
-    tmp = folder / f".{latest_filename}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
+    # Not tempfile.mkstemp: its file is private (0600); "x" mode keeps the usual permissions.  Written
+    # under the folder's lock: a later save holding it removes the file, should this process die first.
+    tmp = folder / f".{latest_filename}.{secrets.token_hex(8)}.tmp"
     with _folder_lock(os.fspath(folder)):
         try:
             with open(tmp, "x", encoding="utf-8") as f:
@@ -656,8 +686,8 @@ def latest_checkpoint(checkpoint_dir: PathLike, latest_filename: Optional[str] =
     folder = _checked_path(checkpoint_dir, "latest_checkpoint", "checkpoint_dir", folder_ok=True,
                            empty_ok=True) or "."
     if os.path.isdir(folder):
-        with _folder_lock(folder, must=False):
-            _recover(folder, must=False)
+        with _folder_lock(folder, must=False) as exclusive:
+            _recover(folder, exclusive, must=False)
     state = get_checkpoint_state(checkpoint_dir, latest_filename)
     if state is None or not state.model_checkpoint_path:
         return None
