@@ -7,9 +7,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.bridge-installed
 
-.PHONY: all setup julia julia-image gfortran julia-packages demo test test-quick fuzz bench contract clean
+.PHONY: all setup tf-keras julia julia-image gfortran socat julia-packages demo test test-quick fuzz bench bench-check bench-goals contract docs docs-images clean
 
-# Julia packages (README, "Julia packages in ops").  ../shared/julia-depot,
+# Julia packages (docs/guides/julia-packages.md).  ../shared/julia-depot,
 # where it exists, stands in for Julia's package registry: the bridge appends
 # it after the user's depots (TFBRIDGE_JULIA_DEPOT, exported to every recipe;
 # a value from the environment wins).  Copies of it that lost their symbolic
@@ -30,26 +30,43 @@ JULIA ?= $(or $(TFBRIDGE_JULIA),julia)
 
 all: test
 
-setup: $(STAMP) julia gfortran julia-image
+setup: $(STAMP) tf-keras julia gfortran socat julia-image
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tf-julia-bridge (first time: about a minute)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[test,plot]'
+	@$(PY) -m pip install -q -e '.[test,plot,docs]'
 	@touch $@
+
+# Stock TF's TF1 layers.batch_normalization, which tests/oracle/nn_layers.py
+# runs, lives in tf-keras.  It is installed without its dependencies: it asks
+# for the `tensorflow` wheel, which would replace tensorflow-cpu, and that is
+# all it asks for.  Its version follows the installed TensorFlow's.
+tf-keras: $(STAMP)
+	@$(PY) -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tf_keras") is None)' || { \
+	  tf=$$($(PY) -c 'import importlib.metadata as m; d = m.packages_distributions().get("tensorflow"); print(m.version(d[0]) if d else "")'); \
+	  if [ -n "$$tf" ]; then echo ">> installing tf-keras for TensorFlow $$tf (the test oracle's TF1 layers)"; \
+	    $(PY) -m pip install -q --no-deps "tf-keras~=$${tf%.*}.0"; fi; }
 
 # Julia 1.5+ with its embedding headers and working exceptions
 # (julia/install-julia.sh: Debian bullseye's packages where none is found).
 julia:
 	@bash julia/install-julia.sh
 
-# gfortran for Fortran ops and the tf_bridge Fortran module (README, "Fortran subroutines as ops" and "Fortran"):
+# gfortran for Fortran ops and the tf_bridge Fortran module (docs/guides/fortran-ops.md; docs/guides/fortran.md):
 # Debian's package where none is found.
 gfortran:
 	@command -v $${FC:-gfortran} >/dev/null 2>&1 || { echo ">> installing gfortran (apt-get)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q gfortran >/dev/null; }
+
+# socat for the tested recipe of a cluster on an untrusted network (mutual-TLS tunnels between
+# loopback servers, docs/guides/distributed.md; tests/distribute/test_tunnels.py): Debian's package where none is found.
+socat:
+	@command -v socat >/dev/null 2>&1 || { echo ">> installing socat (apt-get)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q socat >/dev/null; }
 
 # Julia's system image with TFBridge built in (bridge/julia/sysimage.py), so
 # that Julia starts in a fraction of a second instead of compiling TFBridge.jl
@@ -60,18 +77,21 @@ gfortran:
 julia-image: $(STAMP) julia
 	@$(PY) -m bridge.cli julia build-image
 
-# ForwardDiff for examples/twolayer and the package tests: from the depot
-# above, else Julia's default environment, else Pkg.add from Julia's registry;
-# where none works, the example uses its analytic Jacobian and says why, and
-# the package tests are skipped saying how to get the packages.
+# ForwardDiff for examples/twolayer, and with SpecialFunctions and StaticArrays
+# for the package tests (tests/julia/test_packages.py): from the depot above,
+# else Julia's default environment, else Pkg.add from Julia's registry; where
+# none works, the example uses its analytic Jacobian and says why, and the
+# package tests are skipped saying how to get the packages (on CI, CI=true,
+# they fail instead: tests/conftest.py).
+JULIA_TEST_PACKAGES := "ForwardDiff", "SpecialFunctions", "StaticArrays"
 julia-packages: julia $(if $(filter $(JULIA_DEPOT_MIRROR),$(TFBRIDGE_JULIA_DEPOT)),$(JULIA_DEPOT_MIRROR)/.mirror-of)
 	@if [ -n "$$TFBRIDGE_JULIA_DEPOT" ]; then :; \
-	elif $(JULIA) --startup-file=no -e 'exit(Base.find_package("ForwardDiff") === nothing)'; then :; \
-	else echo ">> ForwardDiff not found: installing it into Julia's default environment with Pkg.add (Julia's registry)"; \
+	elif $(JULIA) --startup-file=no -e 'exit(any(p -> Base.find_package(p) === nothing, [$(JULIA_TEST_PACKAGES)]))'; then :; \
+	else echo ">> ForwardDiff, SpecialFunctions or StaticArrays not found: installing them into Julia's default environment with Pkg.add (Julia's registry)"; \
 	  mkdir -p build; \
-	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add("ForwardDiff")' >build/pkg-add.log 2>&1; then \
-	    echo ">> ForwardDiff installed"; \
-	  else echo ">> could not install ForwardDiff: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
+	  if timeout 1800 $(JULIA) --startup-file=no -e 'using Pkg; Pkg.add([$(JULIA_TEST_PACKAGES)])' >build/pkg-add.log 2>&1; then \
+	    echo ">> ForwardDiff, SpecialFunctions and StaticArrays installed"; \
+	  else echo ">> could not install them: $$(grep -m1 -o 'ERROR: .*' build/pkg-add.log | cut -c1-200) (log: build/pkg-add.log)"; \
 	    echo ">> so examples/twolayer uses its analytic Jacobian, and the Julia package tests are skipped"; fi; \
 	fi
 
@@ -82,15 +102,36 @@ demo: setup julia-packages
 	$(PY) examples/twolayer/run.py
 	$(PY) examples/inverse_diffusion/run.py
 
+# The suite runs in two phases (CONTRIBUTING.md, "The test suite's time"):
+# first every test not marked `serial`, on TEST_WORKERS pytest-xdist workers
+# (one per core by default; each takes whole modules, longest first), then
+# the `serial` ones (speed-ups, latencies, stress), one at a time with the
+# machine to themselves.  Both always run; the target fails if either does.
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
-test: setup julia-packages
-	@$(PY) -m pytest -q -rs --durations=30 tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+# The last line is the wall time, set-up included (MAKE_STARTED is read once,
+# when make starts).
+TEST_WORKERS ?= auto
+MAKE_STARTED := $(shell date +%s)
+# $(call run_suite,<marker expression>): both phases over the tests the expression selects.
+define run_suite
+	@t0=$$(date +%s); \
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadscope -m "not serial$(if $(1), and ($(1)))" --durations=30 tests; rc1=$$?; \
+	t1=$$(date +%s); \
+	echo ">> serial phase: the tests marked serial, one at a time"; \
+	$(PY) -m pytest -q -rs -p no:xdist -m "serial$(if $(1), and ($(1)))" --durations=10 tests; rc2=$$?; \
+	t2=$$(date +%s); \
+	for rc in $$rc1 $$rc2; do if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; fi; done; \
+	m() { printf '%d min %02d s' $$(($$1 / 60)) $$(($$1 % 60)); }; \
+	echo ">> $@: $$(m $$((t2 - $(MAKE_STARTED)))) in all: set-up $$(m $$((t0 - $(MAKE_STARTED)))), parallel phase $$(m $$((t1 - t0))) ($$(nproc) cores), serial phase $$(m $$((t2 - t1)))"; \
+	if [ $$rc1 -ne 0 ] || [ $$rc2 -ne 0 ]; then exit 1; fi
+endef
 
-# The same suite without the two slow stress tests (the GC test alone takes ~9 min).
+test: setup julia-packages
+	$(call run_suite,)
+
+# The same suite without the slow stress tests and the long fuzz runs.
 test-quick: setup julia-packages
-	@$(PY) -m pytest -q -rs -m "not slow" tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+	$(call run_suite,not slow)
 
 # Fuzzing (tests/customop/test_fuzz.py, tests/fuzz/): `make test` runs 2,000 derandomized
 # examples per property; this runs 10x more with a new random seed each time
@@ -107,11 +148,44 @@ fuzz: setup
 bench: setup julia-packages
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b 2>&1 | grep -v "^building \|oneDNN\|absl::InitializeLog" || exit 1; done
 
+# `make bench-check`: the same benchmarks, failing when one fails or when a figure misses
+# the goal printed beside it ("<figure>   (goal: <= 2x)": report() in bench/_common.py prints
+# them so, and bench/_common.py checks every such line of the logs in build/bench-logs).
+# BENCHES chooses the benchmarks, BENCH_LOGS the logs' folder; bench-goals runs them without the set-up.
+BENCHES ?= $(wildcard bench/bench_*.py)
+BENCH_LOGS ?= build/bench-logs
+bench-check: setup julia-packages bench-goals
+
+bench-goals:
+	@mkdir -p $(BENCH_LOGS); rm -f $(BENCH_LOGS)/*.log; status=0; \
+	for b in $(BENCHES); do echo "== $$b"; log=$(BENCH_LOGS)/$$(basename $$b .py).log; \
+	  ( $(PY) $$b 2>&1; echo "== exit $$?" ) | grep -v "^building \|oneDNN\|absl::InitializeLog" | tee $$log; \
+	  tail -n 1 $$log | grep -qx "== exit 0" || { echo ">> $$b failed"; status=1; }; \
+	done; \
+	$(PY) bench/_common.py $(BENCH_LOGS)/*.log || status=1; exit $$status
+
 # The Julia-op contract's generated files (kernels_cpp/include/tfjl/contract.h,
 # julia/contract.jl) from its table, bridge/julia/contract.py: run after
 # editing the table (tests/julia/test_contract.py fails until then).
 contract:
 	@$(PY) -c 'import sys; from bridge.julia import contract; sys.exit(contract.main())'
+
+# The documentation site (mkdocs.yml, docs/) into build/site, strict: a broken
+# link, a missing page or an API reference that does not resolve fails.  It
+# imports bridge's light package modules (no TensorFlow, no Julia): seconds.
+# (Not --quiet: it hides the warnings --strict counts, and the build passes.)
+docs: $(STAMP)
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+	@echo ">> docs built: build/site/index.html"
+
+# The example plots the docs show (docs/images/gradcheck_two_layer.png,
+# docs/images/inverse_diffusion.png), made by running the examples: they need
+# Julia and a build, minutes rather than the docs build's seconds, so the PNGs
+# are committed and this remakes them after a change to the examples.
+docs-images: setup julia-packages
+	$(PY) examples/twolayer/run.py
+	cp examples/twolayer/gradcheck_two_layer.png docs/images/gradcheck_two_layer.png
+	$(PY) examples/inverse_diffusion/run.py --no-log --plot docs/images/inverse_diffusion.png
 
 clean:
 	rm -rf build .pytest_cache

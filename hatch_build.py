@@ -11,7 +11,10 @@
   that sdist keeps it.
 - :class:`FortranLibrary` (build hook): builds the ``tf_bridge`` Fortran module
   (kernels_cpp/fortran) with cmake into the wheel, as
-  ``bridge/_resources/fortran/{libtf_bridge_fortran.so,include/*.mod}``.  The
+  ``bridge/_resources/fortran/{libtf_bridge_fortran.so,include/*.mod}``, with
+  its CMake package config (``lib/cmake/tf_bridge/``) and pkg-config file
+  (``lib/pkgconfig/tf_bridge.pc``), which find the library from their own
+  folder.  The
   library finds TensorFlow at run time from its own folder
   (``TF_RELATIVE``: site-packages/bridge/_resources/fortran ->
   site-packages/tensorflow), no TensorFlow being needed to build it.  Without
@@ -113,11 +116,13 @@ class FortranLibrary(BuildHookInterface):
         tree = self._work / "cmake"
         self._run([shutil.which(os.environ.get("CMAKE", "cmake")), "-S", str(Path(self.root) / "kernels_cpp" / "fortran"),
                    "-B", str(tree), f"-DCMAKE_Fortran_COMPILER={shutil.which(os.environ.get('FC') or 'gfortran')}",
-                   f"-DTF_LIBRARY_RELATIVE={TF_RELATIVE}"], "cmake configure")
+                   f"-DTF_LIBRARY_RELATIVE={TF_RELATIVE}", f"-DTF_BRIDGE_VERSION={self.metadata.version}"],
+                  "cmake configure")
         self._run([shutil.which(os.environ.get("CMAKE", "cmake")), "--build", str(tree),
                    "--parallel", str(os.cpu_count() or 1)], "cmake build")
         build_data["force_include"][str(tree / "libtf_bridge_fortran.so")] = f"{FORTRAN_DEST}/libtf_bridge_fortran.so"
         build_data["force_include"][str(tree / "include")] = f"{FORTRAN_DEST}/include"
+        build_data["force_include"][str(tree / "lib")] = f"{FORTRAN_DEST}/lib"
         # A native library, but no Python extension: any Python 3 on this platform.
         build_data["pure_python"] = False
         build_data["tag"] = "py3-none-" + re.sub(r"[-.]", "_", sysconfig.get_platform())

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from typing import Callable
 
 
@@ -76,11 +78,65 @@ def run_anchor(code: str, timeout: float = 600) -> dict:
 ANCHOR_TIMER = "import time\nfrom typing import Callable\n" + inspect.getsource(per_call_us)
 
 
+#: What report (and check_goal) print for a figure that misses its goal.
+MISSED = "GOAL MISSED:"
+
+_UNIT = r"(x|s|ms|us|µs|%)"
+_GOAL = re.compile(rf"^\s*(<=|<|>=|>)\s*([0-9]*\.?[0-9]+)\s*{_UNIT}?\s*(?:$|[,;(])")
+#: A printed figure with its goal: "  <label> <value>[unit]   (goal: <goal>)".
+_FIGURE = re.compile(rf"^\s*(?P<label>\S.*?)\s+(?P<value>-?[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(?P<unit>{_UNIT})?"
+                     r"\s+\(goal: (?P<goal>[^)]*)\)")
+
+
+def goal_met(value: float, goal: str, unit: str | None = "x") -> bool | None:
+    """Whether ``value`` (in ``unit``) meets ``goal`` ("<= 1.2x", "< 1x", ">= 1.8x, with 2 cores
+    free", "<= 0.5", "<= 50 ms"), or None where the goal is no comparison with a number
+    ("about 1x", "report only") or is in another unit than the value."""
+    match = _GOAL.match(goal)
+    if match is None:
+        return None
+    want_unit = match[3] or "x"
+    if want_unit != (unit or "x"):
+        return None
+    bound = float(match[2])
+    return {"<=": value <= bound, "<": value < bound, ">=": value >= bound, ">": value > bound}[match[1]]
+
+
+def check_goal(name: str, value: float, goal: str, unit: str | None = "x") -> bool | None:
+    """goal_met, and a line saying so when the figure misses its goal."""
+    met = goal_met(value, goal, unit)
+    if met is False:
+        print(f"  {MISSED} {name} = {value:.3f}{unit or ''}, goal {goal}", flush=True)
+    return met
+
+
+def missed_goals(output: str) -> list[str]:
+    """The figures a bench's output printed with "(goal: ...)" that miss it (what
+    `make bench-check` fails on, whether or not the bench printed them through report)."""
+    misses = []
+    for line in output.splitlines():
+        figure = _FIGURE.match(line)
+        if figure and goal_met(float(figure["value"]), figure["goal"], figure["unit"]) is False:
+            misses.append(f"{figure['label']} = {figure['value']}{figure['unit'] or ''}, goal {figure['goal']}")
+    return misses
+
+
 def report(title: str, rows: list[tuple[str, float, str]], ratio_name: str, ratio: float, goal: str) -> None:
+    """Print the bench's figures and its ratio, and check the ratio against ``goal`` (check_goal)."""
     print(title)
     for label, value, unit in rows:
         print(f"  {label:<48s} {value:12.2f} {unit}")
     print(f"  {ratio_name:<48s} {ratio:12.3f}x   (goal: {goal})")
+    check_goal(ratio_name, ratio, goal)
+
+
+def main(argv: list[str]) -> int:
+    """``python bench/_common.py LOG...``: list the goals the benches' logs missed; exit 1 if any."""
+    misses = [f"{Path(log).stem}: {miss}" for log in argv for miss in missed_goals(Path(log).read_text())]
+    for miss in misses:
+        print(f"{MISSED} {miss}")
+    print(f"{len(misses)} goal(s) missed" if misses else "every figure with a goal meets it")
+    return 1 if misses else 0
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -96,3 +152,7 @@ def julia_op(name: str, spec: str, julia_source: str):
     from support.build import op_folder
 
     return bridge.customop.load(op_folder(REPO / "build" / "bench", name, spec, julia_source))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -8,12 +8,11 @@ from __future__ import annotations
 import importlib
 
 from bridge.platform import hooks as _hooks
-
-__version__ = "0.1.0"
+from bridge.platform.version import VERSION as __version__
 
 # Every public name loads its module on first access (PEP 562), so that
 # `import bridge.julia` and Julia's start import neither numpy nor the graph
-# modules (README, "Julia's start"); tests/project/test_package.py resolves them all.
+# modules (docs/internals/julia-start.md); tests/project/test_package.py resolves them all.
 _DTYPE_NAMES = ("bfloat16", "bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
                 "int32", "int64", "resource", "string", "uint8", "uint16", "uint32", "uint64", "variant")
 _LAZY = {
@@ -35,6 +34,8 @@ _LAZY = {
     "reset_default_graph": ("bridge.framework.graph", "reset_default_graph"),
     "Session": ("bridge.framework.session", "Session"),
     "SessionConfig": ("bridge.framework.session", "SessionConfig"),
+    "RunOptions": ("bridge.framework.run_metadata", "RunOptions"),
+    "RunMetadata": ("bridge.framework.run_metadata", "RunMetadata"),
     "SavedModel": ("bridge.saved_model", "SavedModel"),
     "Signature": ("bridge.saved_model", "Signature"),
     "load_saved_model": ("bridge.saved_model", "load_saved_model"),
@@ -54,9 +55,9 @@ _LAZY = {
     "IndexedSlicesValue": ("bridge.framework.indexed_slices", "IndexedSlicesValue"),
     "convert_to_tensor": ("bridge.framework.indexed_slices", "convert_to_tensor"),
     "gather": ("bridge.ops.array_ops", "gather"),
-    "math": ("bridge.ops.namespaces", "math"),
-    "linalg": ("bridge.ops.namespaces", "linalg"),
-    "random": ("bridge.ops.namespaces", "random"),
+    "math": ("bridge.api.namespaces", "math"),
+    "linalg": ("bridge.api.namespaces", "linalg"),
+    "random": ("bridge.api.namespaces", "random"),
     "random_normal": ("bridge.nn.random_ops", "random_normal"),
     "random_uniform": ("bridge.nn.random_ops", "random_uniform"),
     "truncated_normal": ("bridge.nn.random_ops", "truncated_normal"),
@@ -143,7 +144,7 @@ _LAZY = {
     "NotDifferentiable": ("bridge.grad", "NotDifferentiable"),
     "custom_gradient": ("bridge.grad.custom_gradient", "custom_gradient"),
     "function": ("bridge.framework.functions", "function"),
-    "TensorSpec": ("bridge.framework.functions", "TensorSpec"),
+    "TensorSpec": ("bridge.framework.tensor_spec", "TensorSpec"),
     "cond": ("bridge.framework.control_flow", "cond"),
     "while_loop": ("bridge.framework.control_flow", "while_loop"),
     "gradcheck": ("bridge.grad.gradient_check", "gradcheck"),

@@ -8,7 +8,7 @@
                                         are built in parallel, one line per op; --image then builds
                                         Julia's system image for these ops (as julia build-image --ops)
     tfbridge customop stub DIR          print Julia (or Fortran) skeletons for the spec's functions
-    tfbridge gradtest DIR [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
+    tfbridge gradtest DIR [--order 2] [--plot PATH] [--input NAME=VALUE]... [--inputs FILE]
                                         gradient test of the op (bridge.customop.gradtest)
     tfbridge server --cluster FILE --job NAME --task I [--ops DIR]... [--host ADDR]
                                         serve one task of a TensorFlow cluster until SIGTERM/SIGINT
@@ -20,19 +20,20 @@
 
 Errors in the spec or the build print one message (file:line: what was
 expected, or the compiler's errors) and exit 1, without a traceback;
-gradtest exits 0 on PASS (or LINEAR), 1 on FAIL and 2 when the test cannot run.
+gradtest exits 0 on PASS (or LINEAR; QUADRATIC with --order 2), 1 on FAIL and 2 when the test
+cannot run or cannot tell (CANNOT TEST, CONSTANT).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 
 def _customop_init(args: argparse.Namespace) -> int:
-    import warnings
-
     from bridge import customop
 
     directory = Path(args.dir) if args.dir else Path(customop.spec.snake_case(args.name))
@@ -49,6 +50,24 @@ def _customop_init(args: argparse.Namespace) -> int:
         print(f"tfbridge: note: {note.message}", file=sys.stderr)
     print(f"next: edit them, then run 'tfbridge customop build {directory}'")
     return 0
+
+
+@contextlib.contextmanager
+def _notes_from_warnings(categories: tuple) -> Iterator[None]:
+    """Print warnings of ``categories`` as ``tfbridge: note: ...`` lines: a command has no
+    caller's line for them to point at (the library points them at the user's call)."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, categories):
+            print(f"tfbridge: note: {message}", file=sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def _customop_build(args: argparse.Namespace) -> int:
@@ -149,7 +168,8 @@ def _gradtest(args: argparse.Namespace) -> int:
     script = build(args.dir).parent / "gradtest.py"
     plot = args.plot if args.plot is not None else str(Path(args.dir) / "gradcheck.png")
     given = ([] if args.inputs is None else ["--inputs", args.inputs]) + [f"--input={v}" for v in args.input]
-    return subprocess.call([sys.executable, str(script), "--plot", plot, *given])
+    # The script of DIR's own build: it tests the folder it sits in (a copy's build tests the copy).
+    return subprocess.call([sys.executable, str(script), "--plot", plot, "--order", str(args.order), *given])
 
 
 def _julia_build_image(args: argparse.Namespace) -> int:
@@ -170,11 +190,19 @@ CUSTOMOP_ACTIONS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
 def _server_cluster(args: argparse.Namespace):
-    """(ClusterSpec, job, task) from --cluster (a JSON file, TF_CONFIG or SLURM) and --job/--task."""
+    """(ClusterSpec, job, task) from --cluster (a JSON file, TF_CONFIG or SLURM) and --job/--task,
+    every value checked (a ClusterSpecError names the one that is wrong)."""
+    from bridge.distribute import checks
     from bridge.distribute import cluster as clusters
 
     source = args.cluster
-    job, task = args.job, args.task
+    job = args.job
+    task = None if args.task is None else checks.task_index(args.task, "--task")
+    if args.host is not None:
+        problem = checks.host_problem(args.host, bare_ipv6=True)
+        if problem:
+            raise clusters.ClusterSpecError(f"--host {checks.show(args.host)}: {problem} (a host name or IP "
+                                            "address, without a port; 0.0.0.0 listens on every interface)")
     if source == "TF_CONFIG":
         spec = clusters.ClusterSpec.from_tf_config()
         if job is None or task is None:
@@ -186,24 +214,26 @@ def _server_cluster(args: argparse.Namespace):
             jobs = {}
             for part in args.slurm_jobs.split(","):
                 name, _, count = part.partition("=")
-                if not count.lstrip("-").isdigit():
-                    raise clusters.ClusterSpecError(f"--slurm-jobs '{args.slurm_jobs}': '{part}' is not NAME=COUNT")
-                jobs[name] = int(count)
-        spec = clusters.ClusterSpec.from_slurm(jobs, port_base=args.port_base)
+                checks.check_job_name(name, f"--slurm-jobs {checks.show(args.slurm_jobs)}")
+                jobs[name] = checks.ascii_int(count, f"--slurm-jobs: the count of '{name}'", -1, checks.MAX_TASKS)
+        port_base = checks.ascii_int(args.port_base, "--port-base", 1, 65535)
+        spec = clusters.ClusterSpec.from_slurm(jobs, port_base=port_base)
         if job is None or task is None:
             s_job, s_task = clusters.slurm_task(jobs)
             job, task = job if job is not None else s_job, task if task is not None else s_task
     else:
         spec = clusters.ClusterSpec.from_json(source)
     if job is None or task is None:
-        raise clusters.ClusterSpecError(f"{source}: say which task to serve with --job NAME --task I")
+        raise clusters.ClusterSpecError(f"{checks.show(source)}: say which task to serve with --job NAME --task I")
     where = "TF_CONFIG" if source == "TF_CONFIG" else "SLURM's environment" if source == "SLURM" \
-        else f"cluster file {source}"
+        else f"cluster file {checks.path_text(source)}"
     if job not in spec.jobs:
-        raise clusters.ClusterSpecError(f"{where} has no job '{job}' (jobs: {', '.join(spec.jobs) or 'none'})")
+        raise clusters.ClusterSpecError(f"{where} has no job {checks.show(job)} (jobs: "
+                                        f"{', '.join(spec.jobs) or 'none'})")
     if task not in spec.task_indices(job):
-        raise clusters.ClusterSpecError(f"{where}: job '{job}' has no task {task} (tasks: "
-                                        f"{', '.join(map(str, spec.task_indices(job)))})")
+        indices = spec.task_indices(job)
+        shown = ", ".join(map(str, indices[:20])) + (f", ... ({len(indices)} tasks)" if len(indices) > 20 else "")
+        raise clusters.ClusterSpecError(f"{where}: job '{job}' has no task {task} (tasks: {shown})")
     return spec, job, task
 
 
@@ -228,23 +258,23 @@ def _server(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from bridge.distribute import ClusterSpec, ClusterSpecError, Server, ServerError
-    from bridge.distribute.server import _port_in_use
+    import warnings
+
+    from bridge.distribute import ClusterSpecError, Server, ServerError, listen
 
     try:
         spec, job, task = _server_cluster(args)
     except ClusterSpecError as exc:
         print(f"tfbridge server: {exc}", file=sys.stderr)
         return 1
-    if args.host:
-        port = spec.task_address(job, task).rpartition(":")[2]
-        jobs = spec.as_dict()
-        tasks = dict(enumerate(jobs[job])) if isinstance(jobs[job], list) else dict(jobs[job])
-        tasks[task] = f"{args.host}:{port}"
-        jobs[job] = tasks
-        spec = ClusterSpec(jobs)
     address = spec.task_address(job, task)
-    busy = _port_in_use(address)  # before the op folders, whose builds take a while
+    host = args.host if args.host is not None else address.rpartition(":")[0]
+    port = int(address.rpartition(":")[2])
+    try:  # before the op folders, whose builds take a while
+        where = listen.listen_address(host)
+        busy = listen.port_in_use(port, where)
+    except listen.ListenError as exc:
+        busy = str(exc)
     if busy:
         print(f"tfbridge server: cannot start /job:{job}/task:{task} ({address}): {busy}", file=sys.stderr)
         return 1
@@ -282,15 +312,19 @@ def _server(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
     try:
-        server = Server(spec, job, task, start=True)
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always")
+            server = Server(spec, job, task, start=True, host=args.host)
     except ServerError as exc:
         print(f"tfbridge server: {exc}", file=sys.stderr)
         return 1
+    for note in notes:
+        print(f"tfbridge server: note: {note.message}", file=sys.stderr, flush=True)
     ops = f" with ops from {', '.join(args.ops)}" if args.ops else ""
     if julia_seconds is not None:
         ops += f" (Julia started in {julia_seconds:.2f} s, ops loaded in {ops_seconds:.2f} s)"
     print(f"tfbridge server: ready /job:{job}/task:{task} target {server.target} address {address} "
-          f"pid {os.getpid()}{ops}", flush=True)
+          f"listening {server.listening} pid {os.getpid()}{ops}", flush=True)
     while not stopping:
         time.sleep(0.2)
     server.stop()  # a gRPC server serves until the process ends: this exit ends it
@@ -303,7 +337,8 @@ def _fortran(args: argparse.Namespace) -> int:
     from bridge import fortran
 
     try:
-        print(fortran.main_flags("compile" if args.compile else "link" if args.link else None))
+        query = next((q for q in fortran.QUERIES if getattr(args, q.replace("-", "_"))), None)
+        print(fortran.main_flags(query, checked=args.checked))
     except fortran.FortranBuildError as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1
@@ -326,7 +361,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a Julia package the op uses (repeatable): listed with its UUID in DIR/Project.toml, "
                         "the op's own environment, and loaded with `using` in its Julia file")
     p.add_argument("--fortran", action="store_true",
-                   help="a Fortran op: custom_op.txt and a working <op>.f90 (README, \"Fortran ops\")")
+                   help="a Fortran op: custom_op.txt and a working <op>.f90 (docs/guides/fortran-ops.md)")
     p.set_defaults(run=_customop_init)
 
     p = sub.add_parser("build", help="generate and compile the op library (cached); several folders in parallel")
@@ -351,6 +386,8 @@ def _parser() -> argparse.ArgumentParser:
                                         "write the log-log convergence plot.")
     p.add_argument("dir", metavar="DIR", help="folder holding custom_op.txt and the Julia file")
     p.add_argument("--plot", metavar="PATH", help="where to write the plot (default: DIR/gradcheck.png)")
+    p.add_argument("--order", type=int, choices=(1, 2), default=1,
+                   help="1: test the gradient (default); 2: the Hessian too (the gradient op's own gradient)")
     p.add_argument("--inputs", metavar="FILE",
                    help="values for the op's inputs and attributes: an .npz of arrays named like them, or a "
                         ".py file defining them (the others keep their random samples)")
@@ -363,34 +400,47 @@ def _parser() -> argparse.ArgumentParser:
         "server", help="serve one task of a TensorFlow cluster (distributed runtime)",
         description="Start the TensorFlow server of one task of a cluster, print one 'ready' line with its "
                     "target and PID, and serve until SIGTERM or SIGINT (exit 0). A task that cannot start "
-                    "says why and exits 1. WARNING: TensorFlow's gRPC server has no authentication and binds "
-                    "every interface: whoever reaches its port can run any op, reading files included.")
+                    "says why and exits 1. The server listens on its task's own host only (localhost: "
+                    "127.0.0.1), every interface only with --host 0.0.0.0. WARNING: TensorFlow's gRPC server "
+                    "has no authentication and no encryption: whoever reaches its port can run any op, reading "
+                    "files included (docs/guides/distributed.md, \"Security\": tunnels).")
     p.add_argument("--cluster", metavar="FILE", required=True,
                    help="the cluster: a JSON file (job -> addresses, or TF_CONFIG's form), or the words "
                         "TF_CONFIG or SLURM to read it from the environment")
     p.add_argument("--job", metavar="NAME", help="the job of the task to serve (default: from TF_CONFIG/SLURM)")
-    p.add_argument("--task", metavar="I", type=int, help="the task index (default: from TF_CONFIG/SLURM)")
+    p.add_argument("--task", metavar="I", help="the task index (default: from TF_CONFIG/SLURM)")
     p.add_argument("--ops", metavar="DIR", action="append", default=[],
                    help="an op folder to load first (built if needed, its Julia code included, its gradient "
                         "registered); repeatable")
     p.add_argument("--host", metavar="ADDR",
-                   help="the address this task advertises instead of the cluster's host (TensorFlow binds "
-                        "every interface whatever it is)")
+                   help="where to listen instead of the task's host in the cluster (a host name or IP address "
+                        "of this machine; 0.0.0.0 or :: listens on every interface)")
     p.add_argument("--slurm-jobs", metavar="JOBS",
                    help="with --cluster SLURM: NAME=COUNT,... (one COUNT may be -1: the rest); default all workers")
-    p.add_argument("--port-base", metavar="PORT", type=int, default=8888,
+    p.add_argument("--port-base", metavar="PORT", default="8888",
                    help="with --cluster SLURM: the first port of each node (default 8888)")
     p.set_defaults(run=_server)
 
-    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags",
-                            description="Print the flags a program using the tf_bridge Fortran module needs, "
-                                        "for the copy `pip install .` built into the package, or else for one "
-                                        "built (once) into the cache: "
-                                        "gfortran prog.f90 $(tfbridge fortran --flags).")
+    p = commands.add_parser("fortran", help="the tf_bridge Fortran module: its compile and link flags, CMake "
+                                            "and pkg-config files",
+                            description="Print the flags a program using the tf_bridge Fortran module needs (or "
+                                        "where its CMake package config and pkg-config file are), for the copy "
+                                        "`pip install .` built into the package, or else for one built (once) into "
+                                        "the cache: gfortran prog.f90 $(tfbridge fortran --flags).")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--flags", action="store_true", help="compile and link flags (the default)")
     which.add_argument("--compile", action="store_true", help="only the compile flags (-I)")
     which.add_argument("--link", action="store_true", help="only the link flags")
+    which.add_argument("--cmake-dir", action="store_true",
+                       help="the folder of tf_bridge-config.cmake: cmake -Dtf_bridge_DIR=... for find_package(tf_bridge), "
+                            "target tf_bridge::tf_bridge")
+    which.add_argument("--prefix", action="store_true",
+                       help="the module's folder, for CMAKE_PREFIX_PATH (find_package(tf_bridge) finds it there)")
+    which.add_argument("--pkg-config-path", action="store_true",
+                       help="the folder of tf_bridge.pc: PKG_CONFIG_PATH=... pkg-config --cflags --libs tf_bridge")
+    p.add_argument("--checked", action="store_true",
+                   help="a build of the module with every gfortran run-time check (-fcheck=all -g -fbacktrace), "
+                        "for finding a program's mistakes: compile the program with -fcheck=all too")
     p.set_defaults(run=_fortran)
     julia = commands.add_parser("julia", help="the embedded Julia",
                                 description="Tools for the Julia that runs Julia ops.")
@@ -408,11 +458,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    from bridge.customop import BuildError, SpecError
+    from bridge.customop import BuildError, DynamicOutputWarning, MissingBackwardWarning, SpecError
     from bridge.framework._lib import LibraryNotFoundError
 
     try:
-        return args.run(args)
+        with _notes_from_warnings((DynamicOutputWarning, MissingBackwardWarning)):
+            return args.run(args)
     except (SpecError, BuildError, FileExistsError, FileNotFoundError, LibraryNotFoundError) as exc:
         print(f"tfbridge: {exc}", file=sys.stderr)
         return 1

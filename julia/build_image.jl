@@ -1,5 +1,5 @@
 # Julia's system image with module TFBridge built in, so a process starts
-# without including TFBridge.jl (README, "Julia's start").  bridge/julia/sysimage.py
+# without including TFBridge.jl (docs/internals/julia-start.md).  bridge/julia/sysimage.py
 # runs it on top of the installation's own image, as Julia's own build does:
 #
 #   julia --startup-file=no --output-o <image>.o -J <stock sys.so> build_image.jl <TFBridge.jl>

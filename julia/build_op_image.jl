@@ -1,5 +1,5 @@
 # Julia's system image with TFBridge, the packages some ops use and the
-# compiled code of a run of those ops (README, "Julia's start"; run by
+# compiled code of a run of those ops (docs/internals/julia-start.md; run by
 # bridge/julia/opimage.py), as PackageCompiler builds for newer Julias:
 #
 #   julia --startup-file=no --output-o <image>.o -J <stock sys.so> build_op_image.jl <TFBridge.jl> <plan>

@@ -51,13 +51,13 @@ def init(name: str, directory: Union[str, Path], packages: Sequence[str] = (), f
     Julia file that loads them with ``using``: JuliaPackageError if Julia knows
     no such package; a warning if it knows one it cannot load yet.
     Refuses to overwrite existing files; returns the paths written."""
-    spec_text = scaffold_spec(name)
+    spec_text = (scaffold_spec(name, list(fortran.KINDS), list(fortran.ATTR_TYPES)) if fortran_op
+                 else scaffold_spec(name))
     directory = Path(directory)
     spec = parse(spec_text, str(directory / SPEC_FILE))  # checks the name before writing anything
     if fortran_op:  # custom_op.txt and <op>.f90 with y = 2x (bridge/customop/fortran.py)
         if packages:
             raise ValueError("a Fortran op has no Julia packages: drop --with-package or --fortran")
-        spec_text = spec_text.replace("computed by Julia", "computed by Fortran", 1)
         spec_text += "@language fortran             # subroutines in %s\n" % fortran.source_file_name(spec)
         return _write_new({directory / SPEC_FILE: spec_text,
                            directory / fortran.source_file_name(spec): fortran.stub(
@@ -156,7 +156,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     spec, library = build_spec(directory, check=lambda spec: _check_not_loaded_from_elsewhere(spec, directory),
                                before_compiling=before_compiling)
     if fortran.is_fortran(spec):  # no Julia: the kernels call the Fortran directly
-        return _load_library(spec, library)
+        return _load_library(spec, library, directory)
     # Julia starts after the build, which registered the runtime copy a built
     # op carries (a read-only cache may hold no runtime), and before anything
     # of the load runs Julia.
@@ -185,6 +185,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     if check_functions:
         checks.check_functions(spec, source)
     module = bridge.load_op_library(library)
+    _describe(spec, directory)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
     if compiled is not None:
@@ -192,9 +193,22 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     return module
 
 
+def _describe(spec: OpSpec, directory: Path) -> None:
+    """What TensorBoard's graph shows on the op's nodes (``op_library.describe_op``):
+    its spec, language, folder, source file and function."""
+    from bridge.ops.op_library import describe_op
+
+    language = "fortran" if fortran.is_fortran(spec) else "julia"
+    source = directory / (fortran.source_file_name(spec) if language == "fortran" else julia_file_name(spec))
+    common = {"_tfbridge_language": language, "_tfbridge_folder": str(directory), "_tfbridge_file": str(source),
+              "_tfbridge_spec": spec.source or (directory / SPEC_FILE).read_text(encoding="utf-8")}
+    describe_op(spec.name, {**common, "_tfbridge_function": spec.forward})
+    describe_op(f"{spec.name}Grad", {**common, "_tfbridge_function": spec.backward})
+
+
 def _start_julia_for(directory: Path) -> None:
     """Start Julia, unless it has started, from a system image built for this
-    op where one is current (bridge.julia.opimage, README "Julia's start"):
+    op where one is current (bridge.julia.opimage, docs/internals/julia-start.md):
     before anything of the load runs Julia (its checks do), after the build
     found the op's library.  A Fortran op, or a spec that does not parse
     (build_spec reports it), starts nothing."""
@@ -221,15 +235,16 @@ def declare(directory: Union[str, Path]) -> types.ModuleType:
 
     directory = Path(directory).resolve()
     spec, library = build_spec(directory)
-    return _load_library(spec, library)
+    return _load_library(spec, library, directory)
 
 
-def _load_library(spec: OpSpec, library: Path) -> types.ModuleType:
+def _load_library(spec: OpSpec, library: Path, directory: Path) -> types.ModuleType:
     """Load a built op's library (no Julia code) and register its gradient."""
     import bridge
 
     _check_names_are_free(spec, library)
     module = bridge.load_op_library(library)
+    _describe(spec, directory)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
         _register_gradient(spec.name)
     return module
@@ -257,7 +272,7 @@ def _entries_to_register(spec: OpSpec, source: Path) -> Optional[tuple[Path, lis
 def _register_entries(source: Path, ops: list[str]) -> None:
     """Include the op's compiled entries and point its kernels at them, so
     they call the Julia functions without jl_call and dispatch
-    (kernels_cpp/README.md, "Compiled entries")."""
+    (docs/internals/kernels-cpp.md, "Compiled entries")."""
     from bridge import julia
 
     pointers = [int(p) for p in julia.call("include", str(source))]

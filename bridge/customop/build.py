@@ -197,7 +197,7 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     (work / f"{op}.cc").write_text(codegen.kernel_source(spec))
     (work / "CMakeLists.txt").write_text(codegen.cmake_lists(spec))
     (work / SPEC_FILE).write_text(spec.source)
-    (work / "gradtest.py").write_text(codegen.gradtest_script(spec, str(Path(spec.path).parent)))
+    (work / "gradtest.py").write_text(codegen.gradtest_script(spec))
     entries = codegen.entries_source(spec)
     if entries is not None:
         (work / codegen.entries_file_name(spec)).write_text(entries)

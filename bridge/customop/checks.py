@@ -13,7 +13,9 @@ And what a build announces: an output dynamic only because its size is ``?``.
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -97,43 +99,47 @@ def check_functions(spec: OpSpec, source: Path) -> None:
         if not problem:
             continue
         if role == "backward" and " is not defined after including " in problem:
-            warnings.warn(f"op {spec.name}: {problem}; until then, its gradient op {spec.name}Grad fails when it "
-                          "runs", MissingBackwardWarning, stacklevel=3)
+            warn_at_caller(f"op {spec.name}: {problem}; until then, its gradient op {spec.name}Grad fails when "
+                           "it runs", MissingBackwardWarning)
             continue
         raise JuliaFunctionError(f"op {spec.name}: {problem}")
 
 
 def unsized_outputs(spec: OpSpec) -> list[str]:
-    """Messages for the outputs dynamic only because a dimension is ``?``:
-    with each ``?`` named, every dimension would be known before the call."""
+    """What a build announces about the outputs dynamic only because a dimension is ``?``
+    (with each ``?`` named, every dimension would be known before the call): one message
+    for the op, or none.
+
+    It suggests no input to size an output after: a spec says how sizes relate only
+    where it names them, and ADCME's specs, all ``?``, name none (an output as long as
+    an input of its rank is as likely as one as long as the rows a filter kept, or of
+    the rows of two inputs)."""
     bound = dim_bindings(spec)
-    messages = []
+    unsized = []
     for out in spec.outputs:
         if None not in out.shape or not is_dynamic(spec, out, bound):
             continue
         if any(d is not None and is_dynamic(spec, Arg(out.name, out.dtype, (d,), out.line), bound)
                for d in out.shape):
             continue  # dynamic for another reason too (a name nothing binds)
-        shown = f"{out.name}({', '.join('?' if d is None else d.text if isinstance(d, Expr) else str(d) for d in out.shape)})"
-        like = next((a for a in spec.inputs if a.rank == out.rank), None)
-        if like is not None:
-            names = _dimension_names(spec, like)
-            fix = (f"write {out.name}({', '.join(names)}) with {like.name}({', '.join(names)}) to give it "
-                   f"{like.name}'s size")
-        else:
-            fix = (f"name its dimensions after an input's or an int64 attribute's (@attr int64 n) to give it "
-                   f"a size, or keep ? and assign {out.name}[] = A in Julia")
-        messages.append(f"{spec.path}:{out.line}: {shown} is dynamic: nothing determines its size; {fix}")
-    return messages
+        unsized.append(out)
+    if not unsized:
+        return []
+    shown = [f"{_shown(out)} (line {out.line})" for out in unsized]
+    what = (f"output {shown[0]} is" if len(shown) == 1
+            else f"outputs {', '.join(shown[:-1])} and {shown[-1]} are")
+    first = unsized[0].name
+    return [f"{spec.path}:{unsized[0].line}: op {spec.name}: {what} dynamic only because of '?': Julia "
+            f"assigns {'it' if len(shown) == 1 else 'each'} ({first}[] = A), which costs an array of Julia's "
+            "and a copy of it, and leaves the op without a compiled entry and the output without a static "
+            "shape. Where an output's size follows from the inputs' sizes, name those dimensions in the spec "
+            "(as x(n, d), y(m, d) and z(n, m) -> output); where only the values decide it, '?' is right "
+            "(filter bridge.customop.DynamicOutputWarning)"]
 
 
-def _dimension_names(spec: OpSpec, arg) -> list[str]:
-    """Names for ``arg``'s dimensions: its own where it names them, new ones (n, m, k, ...) for the rest."""
-    used = {d for a in spec.inputs + spec.outputs for d in a.shape if isinstance(d, str)}
-    used |= {a.name for a in spec.inputs + spec.outputs} | {t.name for t in spec.attrs}
-    fresh = (n for n in ["n", "m", "k", "p", "q", "r"] + [f"n{i}" for i in range(1, 100)] if n not in used)
-    return [d if isinstance(d, str) else d.text if isinstance(d, Expr) else str(d) if isinstance(d, int)
-            else next(fresh) for d in arg.shape]
+def _shown(arg: Arg) -> str:
+    dims = ("?" if d is None else d.text if isinstance(d, Expr) else str(d) for d in arg.shape)
+    return f"{arg.name}({', '.join(dims)})"
 
 
 def check_output_expressions(spec: OpSpec) -> None:
@@ -154,6 +160,20 @@ def check_output_expressions(spec: OpSpec) -> None:
 
 
 def announce_unsized_outputs(spec: OpSpec) -> None:
-    """Warn (DynamicOutputWarning), naming the line, about each output dynamic only because of a ``?``."""
+    """Warn (DynamicOutputWarning), naming the spec's lines, about the outputs dynamic only
+    because of a ``?``; the warning points at the user's call (``customop.load``/``build``)."""
     for message in unsized_outputs(spec):
-        warnings.warn(message, DynamicOutputWarning, stacklevel=4)
+        warn_at_caller(message, DynamicOutputWarning)
+
+
+_BRIDGE = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first frame outside the bridge package: the user's
+    call, whichever of the bridge's functions led to it (``skip_file_prefixes`` of Python
+    3.12, which 3.11 lacks)."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_BRIDGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

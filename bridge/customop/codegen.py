@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import jinja2
 
@@ -639,16 +639,17 @@ def _sample_attr(attr: Attr, sizes: dict[str, int]) -> str:
     return attr.dtype.attr.sample
 
 
-def gradtest_script(spec: OpSpec, op_dir: str) -> str:
+def gradtest_script(spec: OpSpec) -> str:
     """A script checking the op's gradient numerically (bridge.customop.gradtest)
-    on sample inputs of small sizes, which its command line can replace."""
+    on sample inputs of small sizes, which its command line can replace.  It
+    names no folder: it tests the op folder its build folder belongs to."""
     sizes = _sample_sizes(spec)
     named = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     samples = [(a.name, _sample_value(a, sizes),
                 f"{a.dtype}{shape_text(a.shape)}" + (f" with {named}" if named and i == 0 else ""))
                for i, a in enumerate(spec.inputs)]
     attrs = [(t.name, _sample_attr(t, sizes)) for t in spec.attrs]
-    return render("gradtest.py.j2", spec, op_dir=op_dir, samples=samples, sample_attrs=attrs,
+    return render("gradtest.py.j2", spec, samples=samples, sample_attrs=attrs,
                   float_inputs=[a.name for a in grad_inputs(spec)])
 
 
@@ -656,18 +657,25 @@ def _listing(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
 
 
-def scaffold_spec(name: str) -> str:
+def scaffold_spec(name: str, fortran_types: Optional[Sequence[str]] = None,
+                  fortran_attr_types: Optional[Sequence[str]] = None) -> str:
     """custom_op.txt text for ``tfbridge customop init NAME``: its comment
-    lists the spec's types, from the contract table."""
-    aliases = ", ".join(f"{alias} for {spec}" for alias, spec in contract.spec_aliases().items())
-    types = f"an input; TYPE is {_listing(list(contract.spec_types()))} (aliases: {aliases})"
-    attrs = (f"an attribute: {_listing(list(contract.attr_types()))} (\"quoted\"); an int64 "
-             "attribute can size dims")
+    lists the spec's types, from the contract table.  For a Fortran op
+    (``init --fortran``) the types Fortran takes are given, and the comment
+    speaks of subroutines where a Julia op's speaks of Julia functions."""
+    fortran = fortran_types is not None
+    spec_types = list(fortran_types) if fortran else list(contract.spec_types())
+    aliases = ", ".join(f"{alias} for {spec}" for alias, spec in contract.spec_aliases().items()
+                        if spec in spec_types)
+    types = f"an input; TYPE is {_listing(spec_types)} (aliases: {aliases})"
+    attr_types = list(fortran_attr_types) if fortran else list(contract.attr_types())
+    quoted = "" if "string" not in attr_types else " (\"quoted\")"
+    attrs = f"an attribute: {_listing(attr_types)}{quoted}; an int64 attribute can size dims"
     # The first line of the @attr item starts 8 columns further right.
     attr_lines = textwrap.wrap(attrs, 56, initial_indent=" " * 8)
     attr_lines[0] = attr_lines[0].lstrip()
     return _environment().get_template("custom_op.txt.j2").render(
-        op=name, type_lines=textwrap.wrap(types, 56), attr_lines=attr_lines)
+        op=name, type_lines=textwrap.wrap(types, 56), attr_lines=attr_lines, fortran=fortran)
 
 
 #: The templates whose output goes into a build (the others only scaffold).

@@ -45,7 +45,7 @@ def how_to_add(directory: Path, packages: Sequence[str]) -> str:
     return (f"add {'it' if len(packages) == 1 else 'them'} to the op's environment (where Julia's package "
             f"registry is reachable):\n    julia --project={directory} -e 'using Pkg; Pkg.add({pkg_list})'\n"
             f"or point {EXTRA_DEPOT_VARIABLE} at a Julia depot that holds {'it' if len(packages) == 1 else 'them'} "
-            "(README, \"Julia packages in ops\")")
+            "(docs/guides/julia-packages.md)")
 
 
 def use(op: str, directory: Path, source: Path) -> None:

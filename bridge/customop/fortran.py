@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from bridge.julia import buildtools
 from bridge.platform import cache, paths
@@ -59,6 +59,8 @@ KINDS = {"double": "real(c_double)", "float": "real(c_float)", "int32": "integer
          "complex64": "complex(c_float_complex)", "complex128": "complex(c_double_complex)"}
 #: The C type the kernel passes an attribute's value as (by value).
 _ATTR_CXX = {"double": "double", "float": "float", "int64": "int64_t", "bool": "bool"}
+#: The @attr types a Fortran op takes (strings it does not).
+ATTR_TYPES = tuple(_ATTR_CXX)
 #: Set to 1 to compile the op's Fortran with run-time checks (bounds, ...) and -g.
 DEBUG_VARIABLE = "TFBRIDGE_FORTRAN_DEBUG"
 RELEASE_FLAGS = "-O2 -frecursive -ffree-line-length-none"
@@ -298,7 +300,7 @@ def context(spec: OpSpec) -> dict:
                backward_sub=by_kind.get("backward"), dynamic=_dynamic_sizes(spec),
                source_file=source_file_name(spec), module=f"{snake_case(spec.name)}_interface",
                language="fortran",
-               stateful=False)  # the subroutines are pure (README, "Fortran subroutines as ops"): TF may fold them
+               stateful=False)  # the subroutines are pure (docs/guides/fortran-ops.md): TF may fold them
     return ctx
 
 
@@ -400,7 +402,7 @@ def build_in(spec: OpSpec, work: Path, report: Callable[[str], None], BuildError
     extra = [p for p in _sources(directory) if p != main]
     (work / "CMakeLists.txt").write_text(cmake_lists(spec, extra))
     (work / paths.OP_SPEC_FILE).write_text(spec.source)
-    (work / "gradtest.py").write_text(codegen.gradtest_script(spec, str(directory)))
+    (work / "gradtest.py").write_text(codegen.gradtest_script(spec))
     try:
         tf = toolchain.tensorflow()
         gfortran_version()
@@ -421,11 +423,11 @@ def build_in(spec: OpSpec, work: Path, report: Callable[[str], None], BuildError
         buildtools.run([cmake, "--build", str(objects), "--parallel", str(os.cpu_count() or 1)], log,
                        what=op, step="compiling", error=BuildError)
     except BuildError as exc:
-        excerpt = fortran_errors(log.read_text(errors="replace")[start:])
+        excerpt = fortran_errors(log.read_text(errors="replace")[start:], folders=(directory, work))
         if excerpt:
             raise BuildError(f"building {op} failed: gfortran reports:\n{excerpt}\nfull log: {log}") from exc
         raise
-    mismatch = fortran_errors(log.read_text(errors="replace")[start:], mismatches=True)
+    mismatch = fortran_errors(log.read_text(errors="replace")[start:], mismatches=True, folders=(directory, work))
     if mismatch:
         raise BuildError(f"building {op} failed: the subroutines of {main} do not match the spec "
                          f"(`tfbridge customop stub {directory}` prints the expected declarations):\n"
@@ -441,11 +443,14 @@ _LOCATION = re.compile(r"^(\S[^:]*):(\d+):(\d+):\s*$")
 _MESSAGE = re.compile(r"^(Error|Fatal Error|Warning): (.*)")
 
 
-def fortran_errors(output: str, mismatches: bool = False) -> str:
+def fortran_errors(output: str, mismatches: bool = False, folders: Sequence[Path] = ()) -> str:
     """gfortran's errors in ``output`` as ``file:line:column: Error: message``
-    with the source line; with ``mismatches``, only its warnings that a
-    subroutine does not match its interface (a user subroutine that does not
-    match the spec)."""
+    with the source line the message's "(1)" points at and a marker under its
+    column; with ``mismatches``, only its warnings that a subroutine does not
+    match its interface (a user subroutine that does not match the spec).
+    gfortran quotes no source for a file the generated code ``include``s (the
+    user's own): the line is then read from the first of ``folders`` that has
+    the file."""
     lines = output.splitlines()
     picked: list[str] = []
     for i, line in enumerate(lines):
@@ -464,8 +469,25 @@ def fortran_errors(output: str, mismatches: bool = False) -> str:
             if wanted:
                 source = next((s for s in lines[i + 1:j] if s.strip() and "|" in s and not s.strip().startswith("|")),
                               "")
+                text = source.split("|", 1)[1][1:] if source else _source_line(m[1], int(m[2]), folders)
                 picked.append(f"  {m[1]}:{m[2]}:{m[3]}: {msg[1]}: {msg[2]}")
-                if source:
-                    picked.append(f"    {source.split('|', 1)[1].strip()}")
+                if text is not None:
+                    number = f"{int(m[2]):>5} | "
+                    picked.append(f"  {number}{text.rstrip()}")
+                    picked.append(f"  {' ' * (len(number) - 2)}| {' ' * max(0, int(m[3]) - 1)}1")
             break
-    return "\n".join(picked[:40])
+    return "\n".join(picked[:60])
+
+
+def _source_line(name: str, number: int, folders: Sequence[Path]) -> Optional[str]:
+    """Line ``number`` of the file gfortran named, looked up in ``folders``; None where none has it."""
+    for folder in (Path(name).parent,) if Path(name).is_absolute() else folders:
+        path = Path(folder) / Path(name).name if Path(name).is_absolute() else Path(folder) / name
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for k, text in enumerate(f, 1):
+                    if k == number:
+                        return text.rstrip("\n")
+        except OSError:
+            continue
+    return None

@@ -24,7 +24,7 @@ import argparse
 import ast
 import runpy
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -142,6 +142,8 @@ def _parser(op: str) -> argparse.ArgumentParser:
         prog="gradtest", description=f"gradient test of {op}: bridge.gradcheck along a random direction of "
                                      "its differentiable inputs (the other inputs stay as given)")
     parser.add_argument("--plot", metavar="PATH", help="write the log-log convergence plot (PNG) here")
+    parser.add_argument("--order", type=int, choices=(1, 2), default=1,
+                        help="1: the gradient (default); 2: the Hessian too, from the gradient op's own gradient")
     parser.add_argument("--inputs", metavar="FILE", type=Path,
                         help="values for inputs and attributes: an .npz of arrays named like them, or a "
                              ".py file defining them")
@@ -151,19 +153,30 @@ def _parser(op: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
-         argv: Optional[Sequence[str]] = None) -> int:
+def main(op_dir: Union[str, Path], inputs: Mapping[str, Any], attrs: Mapping[str, Any],
+         argv: Optional[Sequence[str]] = None, *, built_from: Optional[Path] = None) -> int:
     """Run the gradient test of the op in ``op_dir`` on its sample ``inputs``
     and ``attrs`` (by spec name), replaced by what the command line gives;
-    print the verdict and return the exit status (0 PASS, 1 FAIL, 2 could
-    not run, with the reason printed)."""
+    print the op folder tested, the verdict, and return the exit status (0
+    PASS, LINEAR or, for ``--order 2``, QUADRATIC; 1 FAIL; 2 could not run
+    or could not tell, with the reason printed).  ``built_from``: the spec
+    the samples were generated from (the build folder's copy); a folder
+    whose spec has changed since is not tested with them."""
     import bridge
     from bridge.grad.gradient_check import CANNOT_TEST, CONSTANT, FAIL as FAILED, write_plot
+    from bridge.grad.check_verdict import NOT_TWICE_DIFFERENTIABLE
     from . import SPEC_FILE, load, parse_file
     from .spec import grad_inputs, grad_outputs, has_gradient, snake_case
 
-    spec = parse_file(Path(op_dir) / SPEC_FILE)
+    op_dir = Path(op_dir).resolve()
+    spec = parse_file(op_dir / SPEC_FILE)
     args = _parser(spec.name).parse_args(argv)
+    print(f"gradtest {spec.name}: op folder {op_dir}")
+    if built_from is not None and built_from.is_file() and built_from.read_text() != spec.source:
+        print(f"gradtest {spec.name}: {op_dir / SPEC_FILE} has changed since this script was generated "
+              f"(from {built_from}): run `tfbridge gradtest {op_dir}`, which builds the op again and runs "
+              "the script of the new build")
+        return ERROR
     if not has_gradient(spec):
         print(f"gradtest {spec.name}: cannot test: {no_gradient_reason(spec)}")
         return ERROR
@@ -189,7 +202,7 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
         return function(*[merged[a.name] for a in spec.inputs], **keywords)
 
     try:
-        result = bridge.gradcheck(op, [values[name] for name in floats], names=floats,
+        result = bridge.gradcheck(op, [values[name] for name in floats], names=floats, order=args.order,
                                   output_names=[a.name for a in grad_outputs(spec)])
     except Exception as exc:  # the op failed on these inputs: say so, and how to give others
         message = str(exc).strip() or type(exc).__name__
@@ -198,10 +211,14 @@ def main(op_dir: str, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
               f"ones with --input NAME=VALUE or --inputs FILE (.npz or .py).")
         return ERROR
     print(f"{spec.name}: {result}")
-    if result.verdict in (CANNOT_TEST, CONSTANT):
-        print(f"The inputs not given on the command line are samples ({_sample_note(spec)}); give inputs "
-              f"where {spec.name} is finite and depends on its differentiable inputs with --input "
-              f"NAME=VALUE or --inputs FILE (.npz or .py).")
+    samples = f"The inputs not given on the command line are samples ({_sample_note(spec)}); "
+    if result.verdict == CONSTANT or (result.verdict == CANNOT_TEST and not result.evaluated
+                                      and not result.message.startswith(NOT_TWICE_DIFFERENTIABLE)):
+        print(samples + f"give inputs where {spec.name} is finite and depends on its differentiable inputs "
+                        "with --input NAME=VALUE or --inputs FILE (.npz or .py).")
+    elif result.verdict == CANNOT_TEST and result.evaluated:
+        print(samples + "others (--input NAME=VALUE or --inputs FILE, .npz or .py) may leave the test steps "
+                        "to measure.")
     if args.plot:
         if not result.evaluated:
             print("convergence plot skipped: no step was evaluated")

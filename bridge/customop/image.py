@@ -1,6 +1,6 @@
 """A Julia system image for some op folders: their packages and compiled code
 built in (``tfbridge julia build-image --ops DIR...``, ``tfbridge customop
-build --image DIR...``; README, "Julia's start").
+build --image DIR...``; docs/internals/julia-start.md).
 
 ``build_image`` builds the ops, runs them once in a fresh process on their
 gradient test's sample inputs (forward, then gradient) with Julia's

@@ -85,7 +85,7 @@ def average_gradients(tower_grads: Sequence[Sequence[tuple[Any, Variable]]]) -> 
             raise ValueError(f"average_gradients: variable '{var.name}' has a gradient in some towers but "
                              f"none in towers {missing}: every tower must use the same variables")
         graph = var.graph
-        with graph.as_default(), graph.colocate_with(var.op), graph.name_scope(f"average_{var.name}"):
+        with graph.as_default(), graph.colocate_with(var.op), graph.name_scope(f"average_{var.op.name}"):
             dense = [indexed_slices_to_tensor(g, warn=False) if isinstance(g, IndexedSlices) else g
                      for g in present]
             total = dense[0] if n == 1 else ops.add_n(dense, name="sum")

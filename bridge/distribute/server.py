@@ -1,10 +1,12 @@
 """Server: one task of a TensorFlow cluster, in this process (TF_NewServer).
 
-TensorFlow's gRPC server has **no authentication**: whoever reaches its port
-can run any op on it, reading and writing files included.  TensorFlow 2.21
-binds it to every interface of the machine ("0.0.0.0:<port>", whatever host
-the cluster names), so keep its ports behind a firewall or on a private
-network (README, "Distributed").
+TensorFlow's gRPC server has **no authentication and no encryption**:
+whoever reaches its port can run any op on it, reading and writing files
+included.  TensorFlow 2.21 binds it to every interface of the machine
+(``[::]:<port>``, whatever host the cluster names); a Server here listens on
+its task's own host instead (``bridge.distribute.listen``), every interface
+only when asked (``host="0.0.0.0"``).  Keep the ports of servers on other
+hosts behind a firewall or a tunnel (docs/guides/distributed.md).
 
 TensorFlow cannot stop a started gRPC server inside a running process (its
 GrpcServer::Stop is unimplemented): a server serves until its process ends.
@@ -13,9 +15,8 @@ SIGTERM.
 """
 from __future__ import annotations
 
-import errno
-import socket
 import threading
+import warnings
 from typing import Any, Mapping, Optional, Union
 
 from bridge.framework import _proto as pb
@@ -23,6 +24,7 @@ from bridge.framework._lib import ffi, lib
 from bridge.framework.errors import OpError, UnimplementedError, check, status
 from bridge.framework.session import SessionConfig
 
+from . import listen
 from .cluster import ClusterSpec
 
 __all__ = ["Server", "ServerError", "server_def", "default_session_config", "collective_group_leader"]
@@ -79,24 +81,7 @@ def server_def(cluster: Union[ClusterSpec, Mapping[str, Any]], job_name: str, ta
     return out
 
 
-def _port_in_use(address: str) -> Optional[str]:
-    """Why ``address``'s port cannot be bound here (None if it can)."""
-    _, _, port = address.rpartition(":")
-    if not port.isdigit() or int(port) == 0:
-        return None
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # SO_REUSEADDR: connections in TIME_WAIT do not count; a listener does
-    # (gRPC listens with SO_REUSEPORT and would share the port silently).
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        probe.bind(("0.0.0.0", int(port)))  # where TensorFlow binds
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return f"port {port} is already in use (another server, or another program, listens on it)"
-        return f"port {port} cannot be bound: {exc.strerror}"
-    finally:
-        probe.close()
-    return None
+_creating = threading.Lock()  # one server made at a time: a port-0 rule covers any port meanwhile
 
 
 class Server:
@@ -106,11 +91,15 @@ class Server:
     ``cluster``: a ClusterSpec (or its dict).  ``config``: the default
     session config of sessions this server masters (a SessionConfig, its
     dict or ConfigProto bytes); the collective group leader is added.
+    ``host``: where to listen, default the task's own host in ``cluster``
+    (``localhost``: 127.0.0.1; a name: its first IPv4 address, else IPv6);
+    ``"0.0.0.0"`` (or ``"::"``) listens on every interface, as TensorFlow
+    alone would.  ``listening`` says where it listens.
     """
 
     def __init__(self, cluster: Union[ClusterSpec, Mapping[str, Any]], job_name: str, task_index: int = 0,
                  config: Union[SessionConfig, dict, bytes, None] = None, start: bool = True,
-                 protocol: str = "grpc"):
+                 protocol: str = "grpc", host: Optional[str] = None):
         self.cluster = ClusterSpec(cluster)
         self.job_name, self.task_index = job_name, int(task_index)
         try:
@@ -120,23 +109,64 @@ class Server:
         self.server_def = server_def(self.cluster, job_name, self.task_index, config, protocol)
         self._lock = threading.Lock()
         self._started = self._stopped = False
-        # TF_NewServer binds the port already (gRPC's BuildAndStart), with
-        # SO_REUSEPORT: a port some other server holds would be shared silently.
-        busy = _port_in_use(self.address)
-        if busy:
-            raise ServerError(f"cannot start /job:{job_name}/task:{task_index} ({self.address}): {busy}")
-        s = status()
-        ptr = lib.TF_NewServer(self.server_def, len(self.server_def), s.ptr)
+        task_host, _, port_text = self.address.rpartition(":")
+        port = int(port_text)
         try:
-            check(s, f"creating the server of /job:{job_name}/task:{task_index}")
-        except OpError as exc:
+            where = listen.listen_address(task_host if host is None else host)
+        except listen.ListenError as exc:
             raise ServerError(self._explain(str(exc))) from None
+        if where.note:
+            warnings.warn(where.note, RuntimeWarning, stacklevel=2)
+        # TF_NewServer binds the port already (gRPC's BuildAndStart), where
+        # SO_REUSEPORT would share a port some other server holds silently.
+        busy = listen.port_in_use(port, where)
+        if busy:
+            raise ServerError(self._explain(busy))
+        rule = port or listen.ANY_PORT
+        ptr = None
+        with _creating:
+            try:
+                if not where.everywhere:
+                    listen.guard_port(rule, where)
+                s = status()
+                ptr = lib.TF_NewServer(self.server_def, len(self.server_def), s.ptr)
+                check(s, f"creating the server of /job:{job_name}/task:{task_index}")
+                if not where.everywhere:
+                    self._check_guarded(rule, where)
+            except listen.ListenError as exc:
+                raise ServerError(self._explain(str(exc))) from None
+            except OpError as exc:
+                raise ServerError(self._explain(str(exc) + self._bind_failure(rule, where))) from None
+            finally:
+                if rule == listen.ANY_PORT or ptr is None:
+                    listen.release_port(rule)
         # Never TF_DeleteServer: deleting a started gRPC server aborts the
         # process (its destructor CHECKs a Stop that TF does not implement), as
         # TF Python's Server leaks it too.
         self._ptr = ptr
+        self.listen_address = where
+        self.listening = where.show(port or int(self.target.rpartition(":")[2]))
         if start:
             self.start()
+
+    @staticmethod
+    def _bind_failure(rule: int, where: listen.ListenAddress) -> str:
+        """What the listen guard saw of a failed bind ("" if nothing)."""
+        if where.everywhere:
+            return ""
+        hits, last = listen.guard_hits(rule)
+        return f" (binding {where.ip}: {listen.describe_errno(last)})" if hits > 0 and last else ""
+
+    def _check_guarded(self, rule: int, where: listen.ListenAddress) -> None:
+        hits, last = listen.guard_hits(rule)
+        if hits <= 0 or last:
+            # Unreachable unless TensorFlow binds by other means than its
+            # `bind` entries: a server that listens everywhere must not
+            # pass for one that does not.
+            raise listen.ListenError(
+                f"TensorFlow's server did not bind through the listen guard ({hits} guarded binds, last "
+                f"{listen.describe_errno(last) if last else 'ok'}): it may listen on every interface; this "
+                "process must end to stop it")
 
     @property
     def device(self) -> str:
@@ -192,4 +222,4 @@ class Server:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"<bridge.distribute.Server {self.device} at {self.address}>"
+        return f"<bridge.distribute.Server {self.device} at {self.address}, listening on {self.listening}>"

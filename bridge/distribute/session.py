@@ -8,10 +8,17 @@ runs on that task's master (``grpc://<its address>``).  It
 - sets ``device_filters`` to its own task and the tasks the graph's devices
   name, so a task of the cluster the graph does not use (stopped, dead or
   never started) does not block the session's creation;
-- gives every run a deadline (``timeout`` seconds, or ``run(..., timeout=)``):
-  a run that touches a task that died or stalls raises DeadlineExceededError
-  at its deadline, saying which of the tasks answer TCP connections, instead
-  of hanging; runs that do not touch that task go on;
+- runs on TensorFlow sessions made on demand: one for all of those tasks,
+  and, until that one has run once, where some task does not accept
+  connections, one per set of tasks a run needs (the devices of the part of
+  the graph it runs), so a task that never started blocks only the runs
+  that need it;
+- gives every run a deadline (``timeout`` seconds, or ``run(..., timeout=)``,
+  which also bounds making a TensorFlow session): a run that touches a task
+  that died or stalls raises DeadlineExceededError at its deadline, saying
+  which of the tasks answer TCP connections, instead of hanging; runs that
+  do not touch that task go on; a master that refuses connections is an
+  UnavailableError at once;
 - explains the errors of a cluster: an op type a task has not registered
   (start that task with ``tfbridge server ... --ops FOLDER``), a master that
   cannot be reached.
@@ -24,9 +31,9 @@ the other workers wait for them (:meth:`Session.wait_for_variables`, TF's
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -34,15 +41,16 @@ from bridge.framework import _proto as pb
 from bridge.framework._lib import lib
 from bridge.framework.builders import global_variables
 from bridge.framework.errors import (AbortedError, DeadlineExceededError, InvalidArgumentError, NotFoundError,
-                                     OpError, check, status,
-                                     UnavailableError)
+                                     OpError, Status, UnavailableError, check, status)
 from bridge.framework.device import device_fields
 from bridge.framework.graph import Graph, Operation, get_default_graph
 from bridge.framework.session import Session as _Session
 from bridge.framework.session import SessionConfig, _timeout_of, session_options
 
 from .cluster import ClusterSpec
+from .probe import ACCEPTS, answering, probe, probe_tasks, pruned_graph_def, run_closure, tasks_of
 from .server import config_bytes
+from .watch import TaskWatch
 
 __all__ = ["Session", "chief_task"]
 
@@ -74,60 +82,18 @@ def _task_device(job: str, index: Optional[int]) -> str:
     return f"/job:{job}" if index is None else f"/job:{job}/task:{index}"
 
 
-def _probe(address: str, timeout: float = 0.5) -> str:
-    """What a TCP connection to ``address`` says about the task there."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return "accepts connections"
-    except ConnectionRefusedError:
-        return "refuses connections: no server is running there"
-    except OSError as exc:
-        return f"cannot be reached ({exc.strerror or exc})"
+class _TFSession:
+    """One TensorFlow session of a distributed Session: its key (the session's
+    own device filters, or ("run", names) for one made for the operations
+    ``names`` alone), its device filters, its graph (a pruned copy for a
+    run's operations), the deadline it was made with
+    (ConfigProto.operation_timeout_in_ms, which bounds its creation on the
+    master), whether a run succeeded on it."""
+    __slots__ = ("ptr", "key", "filters", "graph", "made_timeout", "established")
 
-
-def _probe_task(job: str, index: int, address: str, budget: float) -> str:
-    """Whether the task's server answers a trivial run within ``budget`` seconds."""
-    said = _probe(address, budget)
-    if said != "accepts connections":
-        return said
-    from bridge.framework.builders import constant
-
-    device = f"/job:{job}/task:{index}"
-    g = Graph()
-    with g.as_default(), g.device(device):
-        c = constant(0.0, name="probe")
-    proto = pb.field_varint(11, max(1, round(budget * 1000))) + pb.field_bytes(4, device)
-    try:
-        sess = _Session(g, config=proto, target=f"grpc://{address}")
-        try:
-            sess.run(c, timeout=budget)
-        finally:
-            sess.close()
-    except DeadlineExceededError:
-        return f"accepts connections but does not answer within {budget:g} s: stopped, stalled or overloaded"
-    except OpError as exc:
-        return f"answers, with an error: {exc.message.splitlines()[0]}"
-    return "answers"
-
-
-def _probe_tasks(tasks: list, cluster: ClusterSpec, budget: float = 0.5) -> dict:
-    """_probe_task for each (job, index), in parallel threads, all within about ``budget`` seconds."""
-    results: dict = {}
-
-    def probe(job: str, index: int) -> None:
-        try:
-            results[(job, index)] = _probe_task(job, index, cluster.task_address(job, index), budget)
-        except Exception as exc:  # noqa: BLE001 - a diagnosis must never fail the error it explains
-            results[(job, index)] = f"could not be probed ({exc})"
-
-    threads = [threading.Thread(target=probe, args=t, daemon=True) for t in tasks]
-    for t in threads:
-        t.start()
-    end = time.monotonic() + budget + 0.5
-    for t in threads:
-        t.join(max(0.0, end - time.monotonic()))
-    return {t: results.get(t, f"does not answer within {budget:g} s") for t in tasks}
+    def __init__(self, ptr: Any, key: tuple, filters: tuple, graph: Graph, made_timeout: Optional[float]):
+        self.ptr, self.key, self.filters, self.graph = ptr, key, filters, graph
+        self.made_timeout, self.established = made_timeout, False
 
 
 class Session(_Session):
@@ -144,23 +110,38 @@ class Session(_Session):
         self.timeout = timeout
         graph = graph if graph is not None else get_default_graph()
         used = self._check_devices(graph)
+        self._narrowing = device_filters is None
         if device_filters is None:
             own = _task_device(*self.task)
             device_filters = [own] + sorted(d for d in used if d != own)
         self.device_filters = list(device_filters)
-        # ConfigProto.operation_timeout_in_ms (11) bounds the session's creation
-        # (first, so that the caller's config may override it), device_filters (4).
-        proto = pb.field_varint(11, max(1, round(timeout * 1000))) if timeout is not None else b""
-        proto += config_bytes(config)
-        for f in self.device_filters:
-            proto += pb.field_bytes(4, f)
+        self._config = config_bytes(config)
         self._report: Optional[tuple] = None
         self._default_init: Optional[Operation] = None
-        self._proto = proto
+        self._full = tuple(self.device_filters)
         inline = config.inline_small_graphs if isinstance(config, SessionConfig) else None
-        super().__init__(graph, config=proto, target=f"grpc://{self.address}")
+        super().__init__(graph, config=self._proto(self._full, timeout), target=f"grpc://{self.address}")
         if inline is not None:
             self._inline_limit = inline
+        self._sessions_lock = threading.Lock()
+        self._sessions: dict[tuple, _TFSession] = {
+            self._full: _TFSession(self._ptr, self._full, self._full, graph, timeout)}
+        self._retired: list[Any] = []  # TF sessions replaced: deleted by close(), once no run uses them
+        self._plan_keys: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self._run_needs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self._used = threading.local()  # the _TFSession of this thread's run in progress
+        self._watch: Optional[TaskWatch] = None
+        self._trips = 0            # how often the watch cancelled the runs in flight
+        self._trip_message = ""
+
+    def _proto(self, filters: Sequence[str], timeout: Optional[float]) -> bytes:
+        """ConfigProto: operation_timeout_in_ms (11) first, so the caller's
+        config may override it, then the caller's, then device_filters (4)."""
+        proto = pb.field_varint(11, max(1, round(timeout * 1000))) if timeout is not None else b""
+        proto += self._config
+        for f in filters:
+            proto += pb.field_bytes(4, f)
+        return proto
 
     @property
     def is_chief(self) -> bool:
@@ -189,46 +170,149 @@ class Session(_Session):
         # A whole job in the filters covers its tasks.
         return {d for d in used if "/task:" not in d or d.split("/task:")[0] not in used}
 
-    def _tasks_in_use(self) -> list[tuple[str, int]]:
-        tasks = {self.task}
-        for f in self.device_filters:
+    def _tasks_in_use(self, filters: Optional[Sequence[str]] = None) -> list[tuple[str, int]]:
+        return tasks_of(self.device_filters if filters is None else filters, self.cluster, self.task)
+
+    # --- which TensorFlow session a run uses ----------------------------------------------
+    def _needed(self, plan: Any) -> tuple[frozenset, tuple]:
+        """(the operations a run of ``plan`` needs, the device filters of their
+        tasks, own task first), worked out once per plan."""
+        found = self._run_needs.get(plan)
+        if found is None:
+            names, devices = run_closure(self.graph, plan.run_outputs, plan.fetch.targets)
+            used = set()
+            for device in devices:
+                job, _, index, _, _ = device_fields(device)
+                if job is not None:
+                    used.add(_task_device(job, index))
+            own = _task_device(*self.task)
+            used.discard(own)
+            used = {d for d in used if "/task:" not in d or d.split("/task:")[0] not in used}
+            found = self._run_needs[plan] = (names, (own,) + tuple(sorted(used)))
+        return found
+
+    def _choose(self, plan: Any) -> tuple[tuple, tuple]:
+        """(key, device filters) of the TF session for a run of ``plan``: the
+        session's own, unless one of its tasks does not accept connections;
+        then one for the run's operations alone, on the tasks they need (a
+        job needed as a whole: its tasks that do), so that a run which does
+        not need that task goes on.  TensorFlow's master places a session's
+        whole graph, so such a session gets a pruned copy of the graph."""
+        if not self._narrowing:
+            return self._full, self._full
+        names, needed = self._needed(plan)
+        tasks = sorted(set(self._tasks_in_use(self._full)) | set(self._tasks_in_use(needed)))
+        up = answering(tasks, self.cluster)
+        if all(up[t] for t in self._tasks_in_use(self._full)):
+            return self._full, self._full
+        filters: list[str] = []
+        for f in needed:
             job, _, index, _, _ = device_fields(f)
-            if job in self.cluster.jobs:
-                tasks.update((job, i) for i in ([index] if index is not None else self.cluster.task_indices(job)))
-        return sorted(tasks)
+            live = [i for i in self.cluster.task_indices(job) if up.get((job, i))] if index is None else []
+            filters.extend([_task_device(job, i) for i in live] if live else [f])
+        return ("run", names), tuple(dict.fromkeys(filters))
+
+    def _session_for(self, plan: Any, timeout: Optional[float]) -> Any:
+        with self._sessions_lock:
+            full = self._sessions.get(self._full)
+            known = self._sessions.get(self._plan_keys.get(plan, self._full))
+        if full is not None and full.established:
+            chosen = full
+        elif known is not None and known.established:
+            chosen = known
+        else:
+            key, filters = self._choose(plan)
+            with self._sessions_lock:
+                chosen = self._sessions.get(key)
+                # A session not made yet waits for its tasks as long as it was told when
+                # it was made: make a new one for a run with a shorter deadline.
+                if chosen is None or (not chosen.established and timeout is not None and
+                                      (chosen.made_timeout is None or timeout < chosen.made_timeout)):
+                    if chosen is not None:
+                        self._retire(chosen)
+                    chosen = self._new_session(key, filters, timeout if timeout is not None else self.timeout)
+            if not chosen.established:
+                said = probe(self.address, 0.5)
+                if said != ACCEPTS:
+                    raise UnavailableError(f"Session.run on {self._where()}: the session's master {said}; start "
+                                           f"it with `tfbridge server --cluster FILE --job {self.task[0]} --task "
+                                           f"{self.task[1]}`.")
+        self._used.session = chosen
+        return chosen.ptr
+
+    def _new_session(self, key: tuple, filters: tuple, timeout: Optional[float]) -> _TFSession:
+        """A TF session (under _sessions_lock); the session's own becomes ``_ptr``."""
+        if key == self._full:
+            graph = self.graph
+        else:
+            graph = Graph()
+            graph.import_graph_def(pruned_graph_def(self.graph, key[1]))
+        s = status()
+        ptr = lib.TF_NewSession(graph._ptr, session_options(self._proto(filters, timeout),
+                                                            f"grpc://{self.address}"), s.ptr)
+        check(s, f"creating a session on {self._where()}")
+        made = self._sessions[key] = _TFSession(ptr, key, filters, graph, timeout)
+        if key == self._full:
+            self._ptr = ptr
+        return made
+
+    def _retire(self, session: _TFSession) -> None:
+        """Forget ``session`` (under _sessions_lock); close() deletes it, once no run uses it."""
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+        self._retired.append((session.ptr, session.graph))
 
     # --- runs ----------------------------------------------------------------------
-    def _execute(self, plan, values, run_options, timeout):
+    def _execute(self, plan, values, run_options, timeout, run_metadata=None):
         if timeout is None and self.timeout is not None and _timeout_of(run_options) is None:
             timeout = self.timeout
+        self._used.session = None
+        trips = self._trips
         try:
-            return super()._execute(plan, values, run_options, timeout)
-        except DeadlineExceededError as exc:
-            raise DeadlineExceededError(self._explain_deadline(exc, timeout)) from None
-        except UnavailableError as exc:
-            raise UnavailableError(f"{exc.message}\n{self._explain_unavailable()}") from None
-        except (NotFoundError, InvalidArgumentError) as exc:
-            better = self._explain_unregistered(exc)
-            if better is None:
-                raise
-            raise type(exc)(better) from None
+            out = super()._execute(plan, values, run_options, timeout, run_metadata)
+        except OpError as exc:
+            if self._trips != trips:
+                raise UnavailableError(f"Session.run on {self._where()}: {self._trip_message}; the run waited on "
+                                       "it and was cancelled (Session.watch_tasks)") from None
+            used = self._used.session
+            if used is not None and not used.established:
+                with self._sessions_lock:  # never made on the master: the next run makes a new one
+                    self._retire(used)
+            if isinstance(exc, UnavailableError) and used is None:
+                raise  # the probe before the run: it says all
+            filters = used.filters if used is not None else None
+            if isinstance(exc, DeadlineExceededError):
+                raise DeadlineExceededError(self._explain_deadline(exc, timeout, filters)) from None
+            if isinstance(exc, UnavailableError):
+                raise UnavailableError(f"{exc.message}\n{self._explain_unavailable()}") from None
+            if isinstance(exc, (NotFoundError, InvalidArgumentError)):
+                better = self._explain_unregistered(exc)
+                if better is not None:
+                    raise type(exc)(better) from None
+            raise
+        used = self._used.session
+        if used is not None and not used.established:
+            used.established = True
+        if used is not None:
+            self._plan_keys[plan] = used.key
+        return out
 
     def _where(self) -> str:
         return f"/job:{self.task[0]}/task:{self.task[1]} ({self.address})"
 
-    def _explain_deadline(self, exc: OpError, timeout: Optional[float]) -> str:
+    def _explain_deadline(self, exc: OpError, timeout: Optional[float], filters: Optional[tuple] = None) -> str:
         lines = [f"Session.run on {self._where()} exceeded its deadline"
                  + (f" of {timeout:g} s" if timeout else "") + f": {exc.message.splitlines()[0] if exc.message else ''}",
-                 "The tasks this session uses:"]
-        tasks = self._tasks_in_use()
-        for (job, index), said in _probe_tasks(tasks, self.cluster).items():
+                 "The tasks this session uses:" if filters in (None, self._full) else "The tasks this run uses:"]
+        tasks = self._tasks_in_use(filters)
+        for (job, index), said in probe_tasks(tasks, self.cluster).items():
             lines.append(f"  /job:{job}/task:{index} at {self.cluster.task_address(job, index)}: {said}")
         lines.append("A run that needs a task that died or stalls fails at its deadline; runs that need only "
-                     "the other tasks go on (README, \"Distributed\").")
+                     "the other tasks go on (docs/guides/distributed.md, \"When a task dies or stalls\").")
         return "\n".join(lines)
 
     def _explain_unavailable(self) -> str:
-        return (f"The session's master {self._where()} {_probe(self.address)}; "
+        return (f"The session's master {self._where()} {probe(self.address)}; "
                 "start it with `tfbridge server --cluster FILE --job "
                 f"{self.task[0]} --task {self.task[1]}`.")
 
@@ -266,33 +350,93 @@ class Session(_Session):
         with self._runs_lock:
             if self._closed:
                 raise RuntimeError("attempted to reconnect a closed Session")
-            self._closed = True   # no run starts on the old session from here on
-            old = self._ptr
+            self._closed = True   # no run starts on the old sessions from here on
+        with self._sessions_lock:
+            old = [made.ptr for made in self._sessions.values()]
+            self._sessions.clear()
+            self._plan_keys.clear()
         drained = threading.Event()
-        threading.Thread(target=_close_in_background, args=(old, drained), daemon=True,
-                         name="bridge-distribute-close").start()
+        for ptr in old:
+            threading.Thread(target=_close_in_background, args=(ptr, drained), daemon=True,
+                             name="bridge-distribute-close").start()
         try:
             with self._runs_lock:
                 while self._runs_in_flight:
                     self._runs_over.wait()
         finally:
             drained.set()
-        s = status()
-        ptr = lib.TF_NewSession(self.graph._ptr, session_options(self._proto, f"grpc://{self.address}"), s.ptr)
-        check(s, f"reconnecting to {self._where()}")
+        with self._sessions_lock:
+            self._new_session(self._full, self._full, self.timeout)
         with self._runs_lock:
-            self._ptr = ptr
             self._closed = False
 
-    def wait_for_tasks(self, timeout: float = 120.0, poll_interval: float = 0.25) -> float:
-        """Wait until every task this session uses answers, and each can reach
-        the others (a tiny tensor from each task to each other one, which
-        also waits out gRPC's reconnection backoff after a task restarted);
-        return the seconds waited.  Past ``timeout`` seconds raise
-        DeadlineExceededError saying what each task answers."""
+    def watch_tasks(self, tasks: Sequence[tuple[str, int]], interval: float = 1.0) -> None:
+        """Watch ``tasks`` that this session's runs wait on without running on
+        them (another client's graph: SyncReplicasOptimizer's other workers,
+        whose gradients a step waits for): within about ``interval`` seconds
+        of one that answered dying or restarting, the runs in flight are
+        cancelled and raise UnavailableError naming it (train_loop then
+        recovers), instead of waiting until their deadline.  Later runs make
+        new TensorFlow sessions.  ``tasks=()`` stops watching."""
+        tasks = sorted({(str(job), int(index)) for job, index in tasks})
+        for job, index in tasks:
+            self.cluster.task_address(job, index)  # names a task the cluster lacks
+        old = self._watch
+        if old is not None and old.tasks == tasks and old.interval == interval:
+            return
+        self._watch = None
+        if old is not None:
+            old.stop()
+        if tasks:
+            self._watch = TaskWatch(self.cluster, tasks, interval, self._tripped)
+
+    def _tripped(self, task: tuple[str, int], why: str) -> None:
+        """The watch saw ``task`` die or restart: cancel the runs in flight (their TF sessions are closed)."""
+        with self._sessions_lock:
+            self._trip_message = f"/job:{task[0]}/task:{task[1]} at {self.cluster.task_address(*task)} {why}"
+            self._trips += 1
+            stale = list(self._sessions.values())
+            self._sessions.clear()
+            self._plan_keys.clear()
+            self._retired.extend((made.ptr, made.graph) for made in stale)
+        s = Status()
+        for made in stale:
+            lib.TF_CloseSession(made.ptr, s.ptr)
+
+    def close(self) -> None:
+        """Close the session and every TensorFlow session it made (runs in
+        flight are cancelled and waited for); idempotent, thread-safe."""
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            self._watch = None
+            watch.stop()
+        try:
+            super().close()  # the session's own TF session (``_ptr``), once no run is in flight
+        finally:
+            lock = getattr(self, "_sessions_lock", None)  # None: __init__ failed before making any
+            if lock is None:
+                return
+            with lock:
+                others = [made.ptr for made in self._sessions.values()] + [ptr for ptr, _ in self._retired]
+                others = [ptr for ptr in others if ptr != self._ptr]  # super().close() deleted that one
+                self._sessions.clear()
+                self._retired = []
+            s = Status()  # not this thread's shared one: close() also runs from __del__
+            for ptr in others:
+                lib.TF_CloseSession(ptr, s.ptr)
+                lib.TF_DeleteSession(ptr, s.ptr)
+
+    def wait_for_tasks(self, timeout: float = 120.0, poll_interval: float = 0.25, fetches: Any = None) -> float:
+        """Wait until every task this session uses (given ``fetches``: every
+        task a run of them needs; of a job it needs as a whole, the tasks
+        that accept connections) answers, and each can reach the others (a
+        tiny tensor from each task to each other one, which also waits out
+        gRPC's reconnection backoff after a task restarted); return the
+        seconds waited.  Past ``timeout`` seconds raise DeadlineExceededError
+        saying what each task answers."""
         start = time.monotonic()
         deadline = start + timeout
-        tasks = self._tasks_in_use()
+        tasks = self._tasks_in_use() if fetches is None else self._tasks_needed(fetches)
         g = Graph()
         fetches = []
         with g.as_default():
@@ -331,9 +475,26 @@ class Session(_Session):
         lines = [f"{self._where()} waited {timeout:g} s for the tasks it uses to answer"
                  + (f" (last error: {last.message.splitlines()[0] if last.message else type(last).__name__})"
                     if last else "") + ":"]
-        for (job, index), said in _probe_tasks(tasks, self.cluster).items():
+        for (job, index), said in probe_tasks(tasks, self.cluster).items():
             lines.append(f"  /job:{job}/task:{index} at {self.cluster.task_address(job, index)}: {said}")
         raise DeadlineExceededError("\n".join(lines))
+
+    def _tasks_needed(self, fetches: Any) -> list[tuple[str, int]]:
+        """The tasks a run of ``fetches`` needs; of a job needed as a whole, those that accept connections
+        (all of them when none does)."""
+        _, needed = self._needed(self._plan(fetches, []))
+        tasks = {self.task}
+        whole = [device_fields(f)[0] for f in needed if device_fields(f)[2] is None]
+        up = answering([(job, i) for job in whole for i in self.cluster.task_indices(job)], self.cluster) \
+            if whole else {}
+        for f in needed:
+            job, _, index, _, _ = device_fields(f)
+            if index is not None:
+                tasks.add((job, index))
+            else:
+                indices = self.cluster.task_indices(job)
+                tasks.update((job, i) for i in ([i for i in indices if up.get((job, i))] or indices))
+        return sorted(tasks)
 
     # --- variables -------------------------------------------------------------------
     def _report_op(self):
@@ -358,7 +519,7 @@ class Session(_Session):
         if packed is None:
             return []
         flags = self.run(packed, timeout=timeout)
-        return [v.name for v, ok in zip(variables, flags) if not ok]
+        return [v.op.name for v, ok in zip(variables, flags) if not ok]
 
     def wait_for_variables(self, timeout: float = 300.0, poll_interval: float = 0.5) -> None:
         """Wait until every variable of the graph is initialized (by the chief),
@@ -432,11 +593,12 @@ def _close_in_background(ptr: Any, drained: threading.Event) -> None:
 def _library_of(op_type: str) -> Optional[str]:
     """The op folder (else the library file) that registered ``op_type`` in this process."""
     from bridge.ops.op_library import loaded_libraries
+    from bridge.platform.paths import op_folder_of_library
 
     for path, types in loaded_libraries().items():
         if op_type in types:
-            for parent in Path(path).parents:
-                if (parent / "custom_op.txt").is_file():
-                    return str(parent)
-            return path
+            # Not the nearest folder holding a custom_op.txt: a build folder
+            # (<op>/build/<key>/) keeps a copy of the spec it was built from.
+            folder = op_folder_of_library(Path(path))
+            return str(folder) if folder is not None else path
     return None

@@ -11,14 +11,27 @@ Both libraries are loaded RTLD_LOCAL|RTLD_NOW and must be loaded before
 libjulia: they bundle an LLVM whose symbols clash with Julia's, and binding
 every symbol now, privately, keeps later lazy bindings from landing in Julia's
 copy (see ENVIRONMENT notes: other orders hang or segfault).
+
+TensorFlow logs through absl, whose first message, written by a static
+initialiser as the libraries load and so before TensorFlow reads
+``TF_CPP_MIN_LOG_LEVEL``, comes with absl's notice that logging is not
+initialised ("oneDNN custom operations are on" and "All log messages before
+absl::InitializeLog() ..." on every start).  The loads run with stderr
+captured, and what TF's level lets through is written back
+(:func:`filter_tf_log`): quiet by default (level 1, set unless the user set
+it), everything at ``TF_CPP_MIN_LOG_LEVEL=0``.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import os
+import re
+import sys
 import threading
 from pathlib import Path
+from typing import Iterator
 
 from bridge.platform import ffi_modules
 
@@ -91,6 +104,72 @@ def include_dir() -> Path:
     return path
 
 
+# --- TensorFlow's log lines written while its libraries load --------------------------
+
+#: absl's glog-style prefix: severity, date, time, thread, file:line].
+_TF_LOG_LINE = re.compile(rb"([IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\]\n]*\] ")
+_ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+
+
+def min_log_level() -> int:
+    """TF_CPP_MIN_LOG_LEVEL as TensorFlow reads it (0: everything, 1: no INFO, 2: no WARNING, 3: no ERROR)."""
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        return 0
+
+
+def filter_tf_log(data: bytes, level: int) -> bytes:
+    """``data`` (stderr written while TF loaded) without TF's records below
+    ``level`` (a record: a prefixed line and the unprefixed lines after it),
+    and without absl's notice unless a record it announces is kept.  Lines
+    before the first record (anything else that wrote meanwhile) are kept."""
+    out: list[bytes] = []
+    keep, notice = True, False
+    for line in data.splitlines(keepends=True):
+        if line.rstrip(b"\r\n") == _ABSL_NOTICE:
+            notice = True
+            continue
+        m = _TF_LOG_LINE.match(line)
+        if m is not None:
+            keep = "IWEF".index(m.group(1).decode()) >= level
+            if keep and notice:
+                out.append(_ABSL_NOTICE + b"\n")
+                notice = False
+        if keep:
+            out.append(line)
+    return b"".join(out)
+
+
+@contextlib.contextmanager
+def _tf_log_filtered() -> Iterator[None]:
+    """Capture fd 2 for the block and write back what filter_tf_log keeps."""
+    level = min_log_level()
+    if level <= 0:
+        yield
+        return
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to filter
+        yield
+        return
+    import tempfile
+
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept = memoryview(filter_tf_log(capture.read(), level))
+            while kept:
+                kept = kept[os.write(2, kept):]
+
+
 _lock = threading.Lock()
 _lib = None
 _pinned: list = []
@@ -122,9 +201,10 @@ def start_loading() -> None:
         flags = os.RTLD_LOCAL | os.RTLD_NOW
 
         def run() -> None:
-            for path in paths:  # the framework first, as load() opens them
-                if not dlopen(path, flags):
-                    return  # load() opens it again and raises with dlerror's text
+            with _tf_log_filtered():
+                for path in paths:  # the framework first, as load() opens them
+                    if not dlopen(path, flags):
+                        return  # load() opens it again and raises with dlerror's text
             # The handles are dropped, never closed: load()'s keep the libraries.
 
         # Not a daemon: an exit waits for it rather than running TF's static
@@ -154,9 +234,10 @@ def load():
                 # library resolve their framework symbols against this copy.
                 # ctypes handles are never dlclose'd: unloading TF while its
                 # threads or static objects live segfaults at exit.
-                _pinned.append(ctypes.CDLL(str(framework), mode=flags))
-                _pinned.append(ctypes.CDLL(str(c_api), mode=flags))
-                _lib = ffi.dlopen(str(c_api), flags)
+                with _tf_log_filtered():
+                    _pinned.append(ctypes.CDLL(str(framework), mode=flags))
+                    _pinned.append(ctypes.CDLL(str(c_api), mode=flags))
+                    _lib = ffi.dlopen(str(c_api), flags)
             except OSError as exc:
                 raise LibraryNotFoundError(f"could not load TensorFlow from {c_api}: {exc}") from exc
     return _lib

@@ -76,7 +76,9 @@ def convert_to_output(value: Any, dtype: Any = None, graph: Optional[Graph] = No
 class Variable:
     """A resource variable (VarHandleOp), laid out as TensorFlow does:
     ``<name>`` the handle, ``<name>/Assign`` its initializer,
-    ``<name>/Read/ReadVariableOp`` its value."""
+    ``<name>/Read/ReadVariableOp`` its value.  As in TF1, ``v.name`` is
+    ``"<name>:0"`` (its handle's tensor) and ``v.op.name`` is ``"<name>"``,
+    the name checkpoints, slots and averages are keyed and named by."""
 
     def __init__(self, initial_value: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None,
                  name: str = "Variable", trainable: bool = True, graph: Optional[Graph] = None):
@@ -84,16 +86,17 @@ class Variable:
         self.trainable = trainable
         g = self.graph
         with g.name_scope(name) as scope:
-            self.name = scope[:-1]
+            op_name = scope[:-1]
             with g.name_scope("Initializer"):
                 init = convert_to_output(initial_value, dtype, g, name="initial_value")
             self.dtype = init.dtype
             self._shape = as_shape(shape) if shape is not None else init.shape
             self.handle = g.create_op(
                 "VarHandleOp", name=scope,
-                attrs={"dtype": self.dtype, "shape": self._shape, "shared_name": self.name, "container": ""},
+                attrs={"dtype": self.dtype, "shape": self._shape, "shared_name": op_name, "container": ""},
                 attr_types={"dtype": "type", "shape": "shape", "shared_name": "string", "container": "string"},
             ).output(0)
+            self._name = f"{op_name}:0"
             # As TF's ResourceVariable: the initializer and the read sit on the
             # handle's device (a device function may have put it on a ps task).
             with g.device(self.handle.op.device) if self.handle.op.device else contextlib.nullcontext():
@@ -108,6 +111,11 @@ class Variable:
     def _read_op(self) -> Output:
         return self.graph.create_op("ReadVariableOp", [self.handle], name="ReadVariableOp",
                                     attrs={"dtype": self.dtype}, attr_types={"dtype": "type"}).output(0)
+
+    @property
+    def name(self) -> str:
+        """TF1's ``Variable.name``: ``"<name>:0"``; the op's name is ``v.op.name``."""
+        return self._name
 
     @property
     def shape(self) -> Shape:

@@ -29,7 +29,7 @@ process (a CHECK failure in ``gradients.cc``).  Functional ops need neither:
 
 The same gradients serve the ``If``/``Case``/``While`` ops of a GraphDef stock TF
 wrote: their functions, found in the graph's library, are rebuilt from their
-FunctionDefs (:func:`bridge.framework.functions.library_function`).
+FunctionDefs (:func:`bridge.framework.function_def_to_graph.library_function`).
 """
 from __future__ import annotations
 
@@ -39,10 +39,18 @@ import numpy as np
 
 from . import dtypes
 from .attrs import Shape, as_shape
-from .functions import Trace, TensorSpec, TracedFunction, flatten, pack_as, trace_graph
+from .func_graph import TracedFunction
+from .functions import Trace, trace_graph
+from .nest import flatten, pack_as
+from .tensor_spec import TensorSpec
 from .graph import Operation, Output, get_default_graph
 
 __all__ = ["cond", "while_loop"]
+
+#: How many steps of a loop may run at once unless told: TF's default
+#: ``parallel_iterations`` (``tf.while_loop``'s), also taken for a While whose
+#: GraphDef lacks the attribute.
+PARALLEL_ITERATIONS = 10
 
 
 def _op(op_type: str, inputs: Sequence[Any], attrs: Optional[dict] = None,
@@ -172,7 +180,7 @@ class WhileInfo:
 
 def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any,
                shape_invariants: Any = None, maximum_iterations: Any = None, back_prop: bool = True,
-               parallel_iterations: int = 10, name: str = "while") -> Any:
+               parallel_iterations: int = PARALLEL_ITERATIONS, name: str = "while") -> Any:
     """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``.
 
     ``loop_vars`` is a (nested) list or tuple of tensors (or one tensor);
@@ -249,7 +257,7 @@ def _check_body(body_t: Trace, init: list[Output], shapes: list[Shape], structur
 
 def _loop_functions(info: WhileInfo, accumulate: bool) -> tuple[TracedFunction, TracedFunction]:
     """The While's cond and body functions over [counter, vars, captures, TensorLists]."""
-    from .functions import FuncGraph
+    from .func_graph import FuncGraph
     var_dtypes = [t.dtype for t in info.user_body.inputs[:info.num_vars]]
     cap_inputs = info.user_body.inputs[info.num_vars:]
     made = []

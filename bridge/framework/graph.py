@@ -1,217 +1,29 @@
-"""Graph, Operation and Output over TF_Graph / TF_Operation / TF_Output.
+"""Graph over TF_Graph, with its Operations and Outputs (bridge/framework/operation.py).
 
 A Graph also carries the construction context TensorFlow users expect:
 name scopes, device scopes, control dependencies and colocation, which every
-op created in it picks up (see :meth:`Graph.create_op`).
+op created in it picks up (see :meth:`Graph.create_op`); where ops run
+(devices, device functions, colocation) is its :class:`Placement` part
+(bridge/framework/placement.py).  ``Output``, ``Operation`` and
+``PendingOperation`` are importable from here too.
 """
 from __future__ import annotations
 
 import contextlib
 import re
 import threading
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _proto as pb
-from . import buffers, dtypes
+from . import buffers
 from ._lib import ffi, lib
-from .attrs import Shape, decode_attr_value, infer_attr_type, set_attr
-from .device import device_fields, device_string
-from .graph_def import parse_node_def
+from .attrs import infer_attr_type, set_attr
 from .errors import InvalidArgumentError, NotFoundError, check, status
+from .operation import Operation, Output
+from .placement import PendingOperation, Placement
+
+__all__ = ["Graph", "Operation", "Output", "PendingOperation", "get_default_graph", "reset_default_graph"]
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
-
-
-class Output:
-    """One output of an operation: a symbolic tensor (``"op:index"``)."""
-
-    __slots__ = ("op", "index")
-
-    def __init__(self, op: "Operation", index: int):
-        self.op = op
-        self.index = index
-
-    @property
-    def graph(self) -> "Graph":
-        return self.op.graph
-
-    @property
-    def name(self) -> str:
-        return f"{self.op.name}:{self.index}"
-
-    def _c(self):
-        return ffi.new("TF_Output*", (self.op._ptr, self.index))[0]
-
-    @property
-    def dtype(self) -> dtypes.DType:
-        return self.op._output_dtypes()[self.index]
-
-    @property
-    def shape(self) -> Shape:
-        """Static shape as far as shape inference knows it."""
-        s = status()
-        c = self._c()
-        rank = lib.TF_GraphGetTensorNumDims(self.graph._ptr, c, s.ptr)
-        check(s, self.name)
-        if rank < 0:
-            return Shape.unknown()
-        dims = ffi.new("int64_t[]", max(rank, 1))
-        lib.TF_GraphGetTensorShape(self.graph._ptr, c, dims, rank, s.ptr)
-        check(s, self.name)
-        return Shape(None if dims[i] < 0 else int(dims[i]) for i in range(rank))
-
-    def set_shape(self, shape: Sequence[Optional[int]]) -> None:
-        dims = [-1 if d is None else int(d) for d in shape]
-        s = status()
-        lib.TF_GraphSetTensorShape(self.graph._ptr, self._c(), ffi.new("int64_t[]", dims), len(dims), s.ptr)
-        check(s, self.name)
-
-    def consumers(self) -> list["Operation"]:
-        c = self._c()
-        n = lib.TF_OperationOutputNumConsumers(c)
-        arr = ffi.new("TF_Input[]", max(n, 1))
-        n = lib.TF_OperationOutputConsumers(c, arr, n)
-        return [self.graph._wrap(arr[i].oper) for i in range(n)]
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Output) and self.op == other.op and self.index == other.index
-
-    def __hash__(self) -> int:
-        return hash((self.op, self.index))
-
-    def __repr__(self) -> str:
-        return f"<bridge.Output '{self.name}' dtype={self.dtype.name} shape={self.shape!r}>"
-
-    def _short_repr(self) -> str:
-        """How error messages name it (bridge.framework.attrs.short_repr): its name, not its repr,
-        which would look its dtype and shape up."""
-        return f"Output '{self.name}'"
-
-    # Python's operators (x + y, x @ w, -x, ...) are installed by bridge.ops.operators:
-    # they call the generated op functions, which are built on this module.
-
-
-class Operation:
-    """A node of a graph (TF_Operation). The graph owns it."""
-
-    __slots__ = ("_ptr", "graph", "_dtypes")
-
-    def __init__(self, ptr, graph: "Graph"):
-        self._ptr = ptr
-        self.graph = graph
-        self._dtypes: Optional[list] = None
-
-    def _output_dtypes(self) -> list:
-        # An operation's output types never change: read them once.
-        if self._dtypes is None:
-            self._dtypes = [dtypes.as_dtype(lib.TF_OperationOutputType(ffi.new("TF_Output*", (self._ptr, i))[0]))
-                            for i in range(self.num_outputs)]
-        return self._dtypes
-
-    @property
-    def name(self) -> str:
-        return ffi.string(lib.TF_OperationName(self._ptr)).decode()
-
-    @property
-    def type(self) -> str:
-        return ffi.string(lib.TF_OperationOpType(self._ptr)).decode()
-
-    @property
-    def device(self) -> str:
-        return ffi.string(lib.TF_OperationDevice(self._ptr)).decode()
-
-    @property
-    def num_inputs(self) -> int:
-        return lib.TF_OperationNumInputs(self._ptr)
-
-    @property
-    def num_outputs(self) -> int:
-        return lib.TF_OperationNumOutputs(self._ptr)
-
-    @property
-    def outputs(self) -> list[Output]:
-        return [Output(self, i) for i in range(self.num_outputs)]
-
-    def output(self, index: int = 0) -> Output:
-        if not 0 <= index < self.num_outputs:
-            raise IndexError(f"operation '{self.name}' has {self.num_outputs} outputs, not index {index}")
-        return Output(self, index)
-
-    @property
-    def inputs(self) -> list[Output]:
-        result = []
-        for i in range(self.num_inputs):
-            src = lib.TF_OperationInput(ffi.new("TF_Input*", (self._ptr, i))[0])
-            result.append(Output(self.graph._wrap(src.oper), src.index))
-        return result
-
-    @property
-    def control_inputs(self) -> list["Operation"]:
-        return self._operations(lib.TF_OperationNumControlInputs, lib.TF_OperationGetControlInputs)
-
-    @property
-    def control_outputs(self) -> list["Operation"]:
-        return self._operations(lib.TF_OperationNumControlOutputs, lib.TF_OperationGetControlOutputs)
-
-    def _operations(self, count, get) -> list["Operation"]:
-        """The operations a TF_Operation*[] getter of this op returns (``count``: how many)."""
-        n = count(self._ptr)
-        arr = ffi.new("TF_Operation*[]", max(n, 1))
-        n = get(self._ptr, arr, n)
-        return [self.graph._wrap(arr[i]) for i in range(n)]
-
-    def get_attr(self, name: str) -> Any:
-        """The attribute's value (int, float, bool, bytes, DType, Shape, Tensor, lists)."""
-        return decode_attr_value(buffers.filled(
-            lambda buf, s: lib.TF_OperationGetAttrValueProto(self._ptr, name.encode(), buf, s),
-            f"operation '{self.name}'"))
-
-    @property
-    def node_def(self) -> bytes:
-        """The serialized NodeDef."""
-        return buffers.filled(lambda buf, s: lib.TF_OperationToNodeDef(self._ptr, buf, s), self.name)
-
-    @property
-    def attr_names(self) -> list[str]:
-        return list(parse_node_def(self.node_def).attrs)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Operation) and self._ptr == other._ptr
-
-    def __hash__(self) -> int:
-        return hash(int(ffi.cast("uintptr_t", self._ptr)))
-
-    def __repr__(self) -> str:
-        return f"<bridge.Operation '{self.name}' type={self.type}>"
-
-
-class PendingOperation:
-    """An op as a device function sees it while it is being created (TF's
-    device functions get the Operation; the C API needs the device before the
-    op exists): ``type``, ``name``, ``device`` (what inner device blocks gave
-    so far), ``inputs`` (Outputs), ``get_attr(name)`` (the value given to the
-    builder) and ``graph``."""
-
-    __slots__ = ("graph", "type", "name", "device", "_inputs", "_attrs")
-
-    def __init__(self, graph: "Graph", op_type: str, name: str, inputs: Sequence[Any], attrs: Optional[dict]):
-        self.graph, self.type, self.name, self.device = graph, op_type, name, ""
-        self._inputs, self._attrs = inputs, attrs or {}
-
-    @property
-    def inputs(self) -> list:
-        out = []
-        for i in self._inputs:
-            out.extend(i if isinstance(i, (list, tuple)) else [i])
-        return out
-
-    def get_attr(self, name: str) -> Any:
-        if name not in self._attrs or self._attrs[name] is None:
-            raise ValueError(f"operation '{self.name}' ({self.type}) was given no attribute '{name}'")
-        return self._attrs[name]
-
-    def __repr__(self) -> str:
-        return f"<bridge.PendingOperation '{self.name}' type={self.type}>"
 
 
 class _ControlDeps:
@@ -222,7 +34,7 @@ class _ControlDeps:
         self.created: set[Operation] = set()
 
 
-class Graph:
+class Graph(Placement):
     """A TensorFlow graph (TF_Graph)."""
 
     def __init__(self):
@@ -231,9 +43,8 @@ class Graph:
         self._lock = threading.RLock()
         self._names_in_use: dict[str, int] = {}
         self._scope = ""
-        self._devices: list[Optional[str]] = []
+        self._init_placement()
         self._control: list[Optional[_ControlDeps]] = []
-        self._colocate: list[Operation] = []
         self.gradient_overrides: dict[str, str] = {}
         self._functions: dict[str, Any] = {}
         self._keepalive: list[Any] = []  # C objects the graph must outlive (function bodies)
@@ -409,28 +220,6 @@ class Graph:
             self._scope = old
 
     @contextlib.contextmanager
-    def device(self, device: Union[str, Callable[[Any], Optional[str]], None]):
-        """Place ops created inside on ``device`` (e.g. "/cpu:0"); None clears it.
-        Nested blocks merge field by field, the inner one winning (as TensorFlow).
-
-        ``device`` may also be a *device function*, as in TensorFlow: called
-        with each op created inside (innermost block first), it returns the
-        op's device string, which replaces what inner blocks gave; the op it
-        sees has ``type``, ``name``, ``device`` (so far), ``inputs``,
-        ``get_attr`` and ``graph`` (:class:`PendingOperation`: the C API
-        places an op before it exists).  Ops TensorFlow's C++ gradient
-        builder adds are given the same way, then as Operations."""
-        if device is not None and not callable(device):
-            if hasattr(device, "to_string"):  # a DeviceSpec-like object
-                device = device.to_string()
-            device_fields(device)  # a bad spec fails here, not at the first op
-        self._devices.append(device)
-        try:
-            yield
-        finally:
-            self._devices.pop()
-
-    @contextlib.contextmanager
     def control_dependencies(self, control_inputs: Optional[Sequence[Any]]):
         """Ops created inside run after ``control_inputs`` (Operations or Outputs).
         ``None`` clears the enclosing blocks' dependencies."""
@@ -450,21 +239,6 @@ class Graph:
             self._control.pop()
 
     @contextlib.contextmanager
-    def colocate_with(self, op: Union[Operation, Output]):
-        """Place ops created inside with ``op`` (TensorFlow's ``_class`` = ``loc:@op``);
-        with a Variable, its handle's op (as TensorFlow's ``_op_to_colocate_with``)."""
-        handle = getattr(op, "handle", None)
-        el = self.as_graph_element(handle if isinstance(handle, Output) else op)
-        self._colocate.append(el.op if isinstance(el, Output) else el)
-        # As TensorFlow: colocation is stronger than the enclosing device scopes.
-        saved_devices, self._devices = self._devices, []
-        try:
-            yield
-        finally:
-            self._devices = saved_devices
-            self._colocate.pop()
-
-    @contextlib.contextmanager
     def gradient_override_map(self, op_type_map: dict[str, str]):
         """Inside the block, ops of type K take their gradient from the function
         registered for op_type_map[K] (see bridge.RegisterGradient)."""
@@ -474,101 +248,6 @@ class Graph:
             yield
         finally:
             self.gradient_overrides = saved
-
-    def _current_device(self, op: Any = None) -> str:
-        """The device of an op created now; ``op`` (an Operation, or a
-        PendingOperation) is what device functions on the stack are given."""
-        merged = (None,) * 5
-        for d in reversed(self._devices):
-            if d is None:
-                break
-            if callable(d):
-                if op is None:
-                    continue
-                so_far = device_string(merged)
-                if isinstance(op, PendingOperation):
-                    op.device = so_far
-                elif op.device != so_far:
-                    self._set_requested_device(op, so_far)
-                chosen = d(op)
-                if hasattr(chosen, "to_string"):
-                    chosen = chosen.to_string()
-                merged = device_fields(chosen or "")
-                continue
-            merged = tuple(m if m is not None else f for m, f in zip(merged, device_fields(d)))
-        return device_string(merged)
-
-    def _set_requested_device(self, op: "Operation", device: str) -> None:
-        lib.TF_SetRequestedDevice(self._ptr, op._ptr, device.encode())
-
-    # --- ops created outside create_op (TF's C++ gradient builder) -------------
-    def _placement_active(self) -> bool:
-        """Whether ops created now get a device or a colocation (a device
-        scope, a device function or a colocate_with block is open)."""
-        return bool(self._colocate) or any(d is not None for d in self._devices)
-
-    def _end_position(self) -> int:
-        """TF_GraphNextOperation's position past the last op (ops created
-        later are found from it: node ids only grow)."""
-        pos = ffi.new("size_t*", getattr(self, "_scan_end", 0))
-        while lib.TF_GraphNextOperation(self._ptr, pos) != ffi.NULL:
-            pass
-        # At the end pos is the id the next op gets, and TF_GraphNextOperation
-        # steps past pos before it looks: one back.
-        self._scan_end = pos[0] - 1
-        return self._scan_end
-
-    def _place_ops_since(self, position: int) -> list["Operation"]:
-        """Give the ops created since ``position`` outside create_op the device
-        and colocation create_op would have given them; returns them."""
-        pos = ffi.new("size_t*", position)
-        created = []
-        while True:
-            ptr = lib.TF_GraphNextOperation(self._ptr, pos)
-            if ptr == ffi.NULL:
-                break
-            created.append(self._wrap(ptr))
-        self._scan_end = pos[0] - 1
-        groups = self._colocation_groups() if self._colocate else None
-        for op in created:
-            if op.device:
-                continue
-            device = self._current_device(op)
-            if groups:
-                value = pb.field_bytes(1, b"".join(pb.field_bytes(2, g) for g in groups))  # AttrValue.list.s
-                buf = lib.TF_NewBufferFromString(value, len(value))
-                s = status()
-                try:
-                    lib.TF_SetAttr(self._ptr, op._ptr, b"_class", buf, s.ptr)
-                finally:
-                    lib.TF_DeleteBuffer(buf)
-                check(s, f"colocating '{op.name}'")
-                device = next((c.device for c in reversed(self._colocate) if c.device), device)
-            if device and device != op.device:
-                self._set_requested_device(op, device)
-        return created
-
-    def _has_device_functions(self) -> bool:
-        for d in reversed(self._devices):
-            if d is None:
-                return False
-            if callable(d):
-                return True
-        return False
-
-    def _colocation_groups(self) -> list[str]:
-        """TensorFlow's ``_class`` value: the groups of every op colocated with."""
-        groups: set = set()
-        for op in self._colocate:
-            try:
-                own = [g for g in op.get_attr("_class") if g.startswith(b"loc:@")]
-            except (InvalidArgumentError, NotFoundError):
-                own = []
-            if own:
-                groups.update(g.decode() for g in own)
-            else:
-                groups.add(f"loc:@{op.name}")
-        return sorted(groups)
 
     def _control_inputs_for(self, input_ops: set) -> list[Operation]:
         result: list[Operation] = []
@@ -613,14 +292,7 @@ class Graph:
                 input_ops.add(o.op)
         for ctrl in self._control_inputs_for(input_ops):
             lib.TF_AddControlInput(desc, ctrl._ptr)
-        device = self._current_device(
-            PendingOperation(self, op_type, name, inputs, attrs) if self._has_device_functions() else None)
-        if self._colocate:
-            set_attr(desc, "_class", "list(string)", self._colocation_groups())
-            # The innermost colocated op with a device overrides device scopes.
-            device = next((op.device for op in reversed(self._colocate) if op.device), device)
-        if device:
-            lib.TF_SetDevice(desc, device.encode())
+        self._place_new_op(desc, op_type, name, inputs, attrs)
         types = attr_types or {}
         for key, value in (attrs or {}).items():
             if value is None:

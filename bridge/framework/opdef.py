@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from . import _proto as pb
 from . import buffers, dtypes
+from . import proto_fields as pf
 from ._lib import ffi, lib
 from .attrs import decode_attr_value
 
@@ -118,63 +119,67 @@ def _flag(f: dict, number: int) -> bool:
 
 
 def _decode_arg(buf) -> ArgDef:
+    F = pf.OpDef.ArgDef
     f = pb.fields(bytes(buf))
-    type_enum = f.get(3, [0])[0]
+    type_enum = f.get(F.type, [0])[0]
     return ArgDef(
-        name=_text(f, 1), description=_text(f, 2),
+        name=_text(f, F.name), description=_text(f, F.description),
         type=dtypes.as_dtype(type_enum) if type_enum else None,
-        type_attr=_text(f, 4), number_attr=_text(f, 5), type_list_attr=_text(f, 6),
-        is_ref=_flag(f, 16))
+        type_attr=_text(f, F.type_attr), number_attr=_text(f, F.number_attr),
+        type_list_attr=_text(f, F.type_list_attr), is_ref=_flag(f, F.is_ref))
 
 
 def _decode_attr(buf) -> AttrDef:
+    F = pf.OpDef.AttrDef
     f = pb.fields(bytes(buf))
     allowed = None
-    if 7 in f:
-        value = decode_attr_value(f[7][0])
+    if F.allowed_values in f:
+        value = decode_attr_value(f[F.allowed_values][0])
         allowed = list(value) if isinstance(value, list) else [value]
     return AttrDef(
-        name=_text(f, 1), type=_text(f, 2),
-        default=decode_attr_value(f[3][0]) if 3 in f else NO_DEFAULT,
-        description=_text(f, 4), has_minimum=_flag(f, 5),
-        minimum=pb.as_signed(f[6][0]) if 6 in f else 0,
+        name=_text(f, F.name), type=_text(f, F.type),
+        default=decode_attr_value(f[F.default_value][0]) if F.default_value in f else NO_DEFAULT,
+        description=_text(f, F.description), has_minimum=_flag(f, F.has_minimum),
+        minimum=pb.as_signed(f[F.minimum][0]) if F.minimum in f else 0,
         allowed_values=allowed)
 
 
 def decode_op_def(buf) -> OpDef:
     """Decode one serialized OpDef."""
+    F = pf.OpDef
     f = pb.fields(bytes(buf))
     version, explanation = 0, ""
-    if 8 in f:
-        dep = pb.fields(bytes(f[8][0]))
-        version, explanation = dep.get(1, [0])[0], _text(dep, 2)
+    if F.deprecation in f:
+        dep = pb.fields(bytes(f[F.deprecation][0]))
+        version, explanation = dep.get(pf.OpDeprecation.version, [0])[0], _text(dep, pf.OpDeprecation.explanation)
     return OpDef(
-        name=_text(f, 1),
-        input_args=tuple(_decode_arg(b) for b in f.get(2, [])),
-        output_args=tuple(_decode_arg(b) for b in f.get(3, [])),
-        attrs=tuple(_decode_attr(b) for b in f.get(4, [])),
-        summary=_text(f, 5), description=_text(f, 6),
-        is_aggregate=_flag(f, 16), is_stateful=_flag(f, 17), is_commutative=_flag(f, 18),
-        allows_uninitialized_input=_flag(f, 19),
-        control_outputs=tuple(pb.text(b) for b in f.get(20, [])),
+        name=_text(f, F.name),
+        input_args=tuple(_decode_arg(b) for b in f.get(F.input_arg, [])),
+        output_args=tuple(_decode_arg(b) for b in f.get(F.output_arg, [])),
+        attrs=tuple(_decode_attr(b) for b in f.get(F.attr, [])),
+        summary=_text(f, F.summary), description=_text(f, F.description),
+        is_aggregate=_flag(f, F.is_aggregate), is_stateful=_flag(f, F.is_stateful),
+        is_commutative=_flag(f, F.is_commutative),
+        allows_uninitialized_input=_flag(f, F.allows_uninitialized_input),
+        control_outputs=tuple(pb.text(b) for b in f.get(F.control_output, [])),
         deprecation_version=version, deprecation_explanation=explanation)
 
 
 def decode_op_list(buf: bytes) -> list[OpDef]:
     """Decode a serialized OpList, in its order."""
-    return [decode_op_def(b) for b in pb.fields(bytes(buf)).get(1, [])]
+    return [decode_op_def(b) for b in pb.fields(bytes(buf)).get(pf.OpList.op, [])]
 
 
 def split_op_list(buf: bytes) -> list[tuple[str, bytes]]:
     """(name, serialized OpDef) for each op of an OpList, without decoding the rest."""
     out = []
     for number, _, value in pb.iter_fields(bytes(buf)):
-        if number != 1:
+        if number != pf.OpList.op:
             continue
         raw = bytes(value)
         name = ""
         for n, _, v in pb.iter_fields(raw):
-            if n == 1:
+            if n == pf.OpDef.name:
                 name = pb.text(v)
                 break
         out.append((name, raw))
@@ -184,7 +189,8 @@ def split_op_list(buf: bytes) -> list[tuple[str, bytes]]:
 def canonical_op_list(buf: bytes, exclude: frozenset = frozenset()) -> bytes:
     """The OpList with its ops sorted by name (TensorFlow lists them in hash
     order, which changes from run to run), leaving out the names in ``exclude``."""
-    return b"".join(pb.field_bytes(1, raw) for name, raw in sorted(split_op_list(buf)) if name not in exclude)
+    return b"".join(pb.field_bytes(pf.OpList.op, raw) for name, raw in sorted(split_op_list(buf))
+                    if name not in exclude)
 
 
 def registry_op_list_bytes() -> bytes:

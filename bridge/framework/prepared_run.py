@@ -50,7 +50,8 @@ class PreparedRun:
     run (:meth:`write`, for a tensor of a numeric dtype and fully known
     static shape: the bytes are copied into a TF_Tensor kept for the next
     runs).  :meth:`run` returns the fetched value as a new writable numpy
-    array (None without a fetch).  :meth:`close` frees the TF_Tensors (also
+    array, or a numpy scalar for a 0-d fetch as TF1's ``Session.run`` (None
+    without a fetch).  :meth:`close` frees the TF_Tensors (also
     done when collected).  Made by ``Session._prepare``."""
 
     __slots__ = ("session", "graph", "fetch", "feeds", "targets", "status", "c_in", "c_in_vals", "n_in", "c_out",
@@ -152,7 +153,7 @@ class PreparedRun:
         view = np.frombuffer(ffi.buffer(slot[1], slot[4]), slot[2]).reshape(slot[3])
         np.copyto(view, value, casting="same_kind")
 
-    def caller(self, i: int) -> Callable[[Any], Optional[np.ndarray]]:
+    def caller(self, i: int) -> Callable[[Any], Any]:
         """``write(i, value)`` then ``run()`` as one function of ``value``, for
         a loop's hot path (an optimizer's evaluation): about 7 us of Python
         less per call than the two (measured on a 1000x50 L-BFGS-B loop,
@@ -161,10 +162,11 @@ class PreparedRun:
         slots, session, maybe_move, memmove = self._slots, self.session, lib.TF_TensorMaybeMove, ffi.memmove
         run_prepared, c_out_vals, unset = session._run_prepared, self.c_out_vals, self._unset
         shape, np_dtype, nbytes, n_out = self._out_shape, self._np_dtype, self._out_nbytes, self.n_out
+        scalar = shape == ()
         byte_size, data, delete, empty, ndarray = (lib.TF_TensorByteSize, lib.TF_TensorData, lib.TF_DeleteTensor,
                                                    np.empty, np.ndarray)
 
-        def call(value: Any) -> Optional[np.ndarray]:
+        def call(value: Any) -> Any:
             if self.session is not session:
                 raise ValueError(self._not_ready())
             slot = slots[i]
@@ -194,7 +196,7 @@ class PreparedRun:
             finally:
                 delete(out)
                 c_out_vals[0] = ffi.NULL
-            return arr
+            return arr[()] if scalar else arr
         return call
 
     def _new_slot(self, i: int) -> list:
@@ -221,16 +223,16 @@ class PreparedRun:
 
     # --- running -----------------------------------------------------------------
 
-    def run(self) -> Optional[np.ndarray]:
+    def run(self) -> Any:
         """Run once with the values fed; the fetched value as a new writable
-        array (None without a fetch)."""
+        array or, 0-d, a numpy scalar (None without a fetch)."""
         if self._unset or self.session is None:
             raise ValueError(self._not_ready())
         self.session._run_prepared(self)
         return self._output() if self.n_out else None
 
-    def _output(self) -> np.ndarray:
-        """The fetched TF_Tensor as a new array; frees it."""
+    def _output(self) -> Any:
+        """The fetched TF_Tensor as a new array (0-d: a numpy scalar); frees it."""
         out = self.c_out_vals[0]
         try:
             nbytes = lib.TF_TensorByteSize(out)
@@ -247,7 +249,7 @@ class PreparedRun:
         finally:
             lib.TF_DeleteTensor(out)
             self.c_out_vals[0] = ffi.NULL
-        return arr
+        return arr[()] if arr.ndim == 0 else arr
 
     def _not_ready(self) -> str:
         if self.session is None:

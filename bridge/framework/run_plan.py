@@ -162,17 +162,20 @@ def value_of_feed(t: Tensor):
 
 
 def fetched(ptr) -> Any:
-    """The value of a fetched TF_Tensor* (which Python now owns): a read-only
-    numpy array (when small, over a bytes copy that cannot be made writable,
-    the TF_Tensor freed at once; else a view that keeps it alive), a Tensor
-    for resource and variant handles."""
+    """The value of a fetched TF_Tensor* (which Python now owns), as TF1's
+    ``Session.run`` gives it: a 0-d tensor is a numpy scalar (``numpy.float64``,
+    ``numpy.int32``, ``numpy.bool``, ...; ``bytes`` for a string), any other a
+    read-only numpy array (when small, over a bytes copy that cannot be made
+    writable, the TF_Tensor freed at once; else a view that keeps it alive);
+    a Tensor for resource and variant handles."""
     np_dtype = _NUMERIC.get(lib.TF_TensorType(ptr))
     nbytes = lib.TF_TensorByteSize(ptr) if np_dtype is not None else 0
     if not 0 < nbytes <= COPY_LIMIT:
         if lib.TF_TensorType(ptr) in HANDLE_DTYPES:
             return Tensor._adopt(ptr)
         owner = ffi.gc(ptr, lib.TF_DeleteTensor)
-        return to_numpy(owner, owner)
+        arr = to_numpy(owner, owner)
+        return arr[()] if arr.ndim == 0 else arr
     try:
         ndim = lib.TF_NumDims(ptr)
         shape = (lib.TF_Dim(ptr, 0),) if ndim == 1 else tuple([lib.TF_Dim(ptr, i) for i in range(ndim)])
@@ -180,7 +183,9 @@ def fetched(ptr) -> Any:
     finally:
         lib.TF_DeleteTensor(ptr)
     arr = np.frombuffer(data, np_dtype)
-    return arr if ndim == 1 else arr.reshape(shape)
+    if ndim == 1:
+        return arr
+    return arr[0] if ndim == 0 else arr.reshape(shape)
 
 
 class FeedSpec:

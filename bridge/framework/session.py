@@ -97,6 +97,13 @@ _RUN_OPTIONS_TIMEOUT_IN_MS = 2  # RunOptions.timeout_in_ms
 _SIGINT_MARK = "interrupted (SIGINT"
 
 
+def _serialized(run_options: Any) -> Optional[bytes]:
+    """``run_options`` as bytes: a :class:`~bridge.RunOptions` serialized, bytes as given."""
+    if run_options is None or isinstance(run_options, (bytes, bytearray)):
+        return run_options
+    return run_options.SerializeToString()
+
+
 def _timeout_of(run_options: Optional[bytes]) -> Optional[float]:
     """RunOptions.timeout_in_ms in seconds, None if unset (or <= 0)."""
     if not run_options:
@@ -164,7 +171,7 @@ class Session:
         self._julia_runs: dict = {}
 
     def run(self, fetches: Any, feed_dict: Optional[dict] = None, run_options: Optional[bytes] = None,
-            timeout: Optional[float] = None) -> Any:
+            timeout: Optional[float] = None, run_metadata: Any = None) -> Any:
         """Run the graph and return the fetched values in the shape of ``fetches``.
 
         Fetches are Outputs, Operations (fetched as None), names ("op:0" for
@@ -175,21 +182,25 @@ class Session:
         where it is.  Feed keys are Outputs, tensor names, Variables (their
         value, as in TF) or SparseTensors (fed a triple); values are numpy
         arrays, Python values or Tensors.  A fed tensor fetched gives the fed
-        value.  Numeric results are read-only numpy arrays: up to 64 KiB
+        value.  A 0-d result is a numpy scalar (``bytes`` for a string), as
+        TF1 gives it; other numeric results are read-only numpy arrays: up to 64 KiB
         copies (TensorFlow's tensor is freed at once), larger ones views of
         TensorFlow's buffers (no copy).
 
         ``timeout`` (seconds) sets RunOptions.timeout_in_ms: past it the run
         raises DeadlineExceededError, abandoning the Julia ops still running
-        (README, "Interrupts and deadlines").  Ctrl-C during a run raises
-        KeyboardInterrupt the same way.  ``run_options``: serialized
-        RunOptions.
+        (docs/internals/interrupts.md).  Ctrl-C during a run raises
+        KeyboardInterrupt the same way.  ``run_options``: a
+        :class:`~bridge.RunOptions` or serialized RunOptions.
+        ``run_metadata``: a :class:`~bridge.RunMetadata` the run fills (the
+        kernels' step stats where ``run_options`` asked for a trace).
         """
         keys, values = expand_feeds(feed_dict)
+        run_options = _serialized(run_options)
         self._enter_run()
         try:
             plan = self._plan(fetches, keys)
-            return self._execute(plan, values, run_options, timeout)
+            return self._execute(plan, values, run_options, timeout, run_metadata)
         finally:
             self._leave_run()
 
@@ -210,14 +221,16 @@ class Session:
         n = plan.n_in
         enter, leave = self._enter_run, self._leave_run
 
-        def call(*values: Any, run_options: Optional[bytes] = None, timeout: Optional[float] = None) -> Any:
+        def call(*values: Any, run_options: Optional[bytes] = None, timeout: Optional[float] = None,
+                 run_metadata: Any = None) -> Any:
             if len(values) != n:
                 raise TypeError(f"this callable feeds {n} tensor(s) "
                                 f"({', '.join(t.name for t in plan.feed_outputs) or 'none'}), got {len(values)} "
                                 "value(s)")
+            run_options = _serialized(run_options)
             enter()
             try:
-                return self._execute(plan, values, run_options, timeout)
+                return self._execute(plan, values, run_options, timeout, run_metadata)
             finally:
                 leave()
         return call
@@ -255,8 +268,11 @@ class Session:
                 self._runs_over.notify_all()
 
     def _execute(self, plan: RunPlan, values: Iterable[Any], run_options: Optional[bytes],
-                 timeout: Optional[float]) -> Any:
+                 timeout: Optional[float], run_metadata: Any = None) -> Any:
         n_in, n_out, n_tg = plan.n_in, plan.n_out, plan.n_tg
+        if run_metadata is not None and self._runner is not None:
+            raise NotImplementedError("Session.run: run_metadata is not collected in a julia_thread session "
+                                      "(its runs go through Julia's thread): trace in a default session")
         c_in_vals = ffi.new(C.tensor_ptr_array, n_in or 1)
         held = []
         for i, value in enumerate(values):
@@ -288,12 +304,20 @@ class Session:
             opts = ffi.new(C.buffer_ptr)
             raw = ffi.new(C.char_array, run_options)
             opts.data, opts.length = raw, len(run_options)
+        ptr = self._session_for(plan, _timeout_of(run_options))
         if self._runner is None:
             s = status()
-            lib.TF_SessionRun(self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg,
-                              n_tg, ffi.NULL, s.ptr)
+            meta = lib.TF_NewBuffer() if run_metadata is not None else ffi.NULL
+            try:
+                lib.TF_SessionRun(ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out,
+                                  plan.c_tg, n_tg, meta, s.ptr)
+                if meta != ffi.NULL and not lib.TF_GetCode(s.ptr):
+                    run_metadata.ParseFromString(ffi.unpack(ffi.cast("char *", meta.data), meta.length))
+            finally:
+                if meta != ffi.NULL:
+                    lib.TF_DeleteBuffer(meta)
         else:
-            s = self._run_on_julia_thread(opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
+            s = self._run_on_julia_thread(ptr, opts, plan, c_in_vals, n_in, c_out_vals, n_out, n_tg, held,
                                           raw if run_options else None, _timeout_of(run_options))
         if lib.TF_GetCode(s.ptr):
             self._raise_run_error(s)
@@ -308,6 +332,11 @@ class Session:
         if n_out != len(plan.sources):
             got = [value_of_feed(held[i]) if fed else got[i] for fed, i in plan.sources]
         return plan.fetch.rebuild(got)
+
+    def _session_for(self, plan: RunPlan, timeout: Optional[float]) -> Any:
+        """The TF_Session a run of ``plan`` with deadline ``timeout`` uses: this
+        session's own (a distributed session chooses by the tasks the run needs)."""
+        return self._ptr
 
     def _raise_run_error(self, s: Status) -> None:
         """Raise the error of a failed run's status ``s`` (and reset it)."""
@@ -357,8 +386,8 @@ class Session:
         if lib.TF_GetCode(s.ptr):
             self._raise_run_error(s)
 
-    def _run_on_julia_thread(self, opts, plan: RunPlan, c_in_vals, n_in: int, c_out_vals, n_out: int, n_tg: int,
-                             held: list, raw, timeout: Optional[float]) -> Status:
+    def _run_on_julia_thread(self, ptr, opts, plan: RunPlan, c_in_vals, n_in: int, c_out_vals, n_out: int,
+                             n_tg: int, held: list, raw, timeout: Optional[float]) -> Status:
         """TF_SessionRun on Julia's thread (a julia_thread session); returns
         the run's status, or raises if the run was abandoned.
 
@@ -372,7 +401,7 @@ class Session:
         freed before it is over (_reap_detached)."""
         self._reap_detached(wait=False)
         s = lease_status()
-        args = (self._ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
+        args = (ptr, opts, plan.c_in, c_in_vals, n_in, plan.c_out, c_out_vals, n_out, plan.c_tg, n_tg,
                 ffi.NULL, s.ptr)
         # A new slot each run: its state only ever moves forward (not
         # returned, then over or abandoned), so whoever reads it knows whose run it is.

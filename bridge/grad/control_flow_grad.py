@@ -4,17 +4,23 @@ or imported from a GraphDef stock TF wrote) and of the TensorLists a loop keeps 
 The module docstring of :mod:`bridge.framework.control_flow` tells how they work.  An
 imported op's branches and bodies come from the graph's library (``lookup`` rebuilds
 them from their FunctionDefs); an imported ``While`` (TF's while_v2 layout: counter,
-maximum iterations, variables, captures) is treated as a loop whose every input is a
-loop variable, and kept nothing for its gradient, which reruns it keeping each step.
+maximum iterations, variables, captures) kept nothing for its gradient, which reruns it
+keeping each step.  As in TF's while_v2, the inputs its body passes on unchanged (maximum
+iterations, captured tensors, variable handles) are loop invariants: they are taken as
+captures, never kept per step (no TensorList holds resources), and a handle the body reads
+gets the summed gradients of its reads, as a captured float gets its gradients summed.
 """
 from __future__ import annotations
 
-from typing import Optional
+import weakref
+from typing import Optional, Sequence
 
 from bridge.framework import dtypes
 from bridge.framework.attrs import Shape
-from bridge.framework.control_flow import WhileInfo, make_if, make_while, while_loop
-from bridge.framework.functions import TracedFunction, lookup
+from bridge.framework.control_flow import PARALLEL_ITERATIONS, WhileInfo, make_if, make_while, while_loop
+from bridge.framework.errors import InvalidArgumentError
+from bridge.framework.func_graph import FuncGraph, TracedFunction
+from bridge.framework.functions import lookup
 from bridge.framework.graph import Operation, Output
 from ._helpers import _const, _node, _op, is_differentiable
 from .function_grad import vjp
@@ -104,17 +110,19 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     info: Optional[WhileInfo] = getattr(body_f, "while_info", None)
     imported = info is None
     if imported:
-        # A loop the bridge did not build (TF's while_v2, from a GraphDef): every input is a
-        # loop variable of its cond and body, and it kept nothing for the gradient.
-        info = _imported_while_info(op, body_f)
-        nv, nc = info.num_vars, 0
-        init, caps = op.inputs, []
-        g_vars, g_caps, g_accs = grads, [], []
-    else:
-        nv, nc = info.num_vars, info.num_captures
+        # A loop the bridge did not build (TF's while_v2, from a GraphDef): it kept nothing for
+        # the gradient.  Its inputs the body passes on unchanged (maximum iterations, variable
+        # handles, captured tensors) become captures; the others are its loop variables.
+        info, var_pos, inv_pos = _imported_while_info(op, body_f)
+        init, caps = [op.inputs[i] for i in var_pos], [op.inputs[i] for i in inv_pos]
+        g_vars, g_caps, g_accs = [grads[i] for i in var_pos], [grads[i] for i in inv_pos], []
+    nv, nc = info.num_vars, info.num_captures
+    if not imported:
         inputs = op.inputs
+        var_pos = list(range(1, 1 + nv))
         init, caps = inputs[1:1 + nv], inputs[1 + nv:1 + nv + nc]
         g_vars, g_caps, g_accs = grads[1:1 + nv], grads[1 + nv:1 + nv + nc], grads[1 + nv + nc:]
+    _refuse_resource_variables(op, init, var_pos, imported)
 
     forward = op
     if not info.accumulate:
@@ -124,17 +132,18 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     count, accs = outs[0], outs[1 + nv + nc:]
 
     var_mask = [is_differentiable(v.dtype) for v in init]
-    cap_mask = [is_differentiable(c.dtype) for c in caps]
+    cap_mask = _capture_mask(info.user_body, var_mask, caps)
     carry_accs = any(g is not None for g in g_accs)
     body_vjp, _ = vjp(info.user_body, var_mask, wrt=var_mask + cap_mask)
-
-    def zeros_or(g: Optional[Output], like: Output) -> Output:
-        return g if g is not None else _op("ZerosLike", [like])
-
-    start = ([zeros_or(g, o) for g, o, m in zip(g_vars, outs[1:1 + nv], var_mask) if m]
-             + [zeros_or(g, c) for g, c, m in zip(g_caps, caps, cap_mask) if m]
-             + ([zeros_or(g, a) for g, a in zip(g_accs, accs)] if carry_accs else []))
     n_gv, n_gc = sum(var_mask), sum(cap_mask)
+    start = [g if g is not None else _zeros(o) for g, o, m in zip(g_vars, outs[1:1 + nv], var_mask) if m]
+    cap_grads = iter(body_vjp.outputs[n_gv:])  # the body's gradients of the masked captures, in order
+    for g, c, m in zip(g_caps, caps, cap_mask):
+        if m:
+            dtype = next(cap_grads).dtype
+            start.append(g if g is not None else _zeros(c, dtype))
+    if carry_accs:
+        start += [g if g is not None else _zeros(a) for g, a in zip(g_accs, accs)]
     var_dtypes = [v.dtype for v in init]
 
     def bw_cond(k, *rest):
@@ -178,10 +187,51 @@ def _while_grad(op: Operation, *grads: Optional[Output]) -> list[Optional[Output
     gv_final = [next(r) if m else None for m in var_mask]
     gc_final = [next(r) if m else None for m in cap_mask]
     if imported:
-        return gv_final
+        by_position: list[Optional[Output]] = [None] * n
+        for i, g in zip(var_pos, gv_final):
+            by_position[i] = g
+        for i, g in zip(inv_pos, gc_final):
+            by_position[i] = g
+        return by_position
     num_lists = n - 1 - nv - nc  # the op's own TensorList inputs (none with back_prop=False)
     ga_final = [next(r) for _ in range(nv)] if carry_accs else [None] * num_lists
     return [None] + gv_final + gc_final + ga_final
+
+
+def _zeros(like: Output, dtype: Optional[dtypes.DType] = None) -> Output:
+    """Zeros for the gradient of ``like``; of a variable handle, zeros of its value (``dtype``)."""
+    if like.dtype != dtypes.resource:
+        return _op("ZerosLike", [like])
+    shape = _op("VariableShape", [like], {"out_type": dtypes.int32})
+    return _op("Fill", [shape, _const(0, dtype, name="zero")])
+
+
+def _capture_mask(body: TracedFunction, var_mask: list[bool], caps: Sequence[Output]) -> list[bool]:
+    """Which captures get gradients: floats, complex and variants; and, as TF's while_v2 gives
+    them, variable handles the body reads (the gradient of the value read, summed over steps)."""
+    mask = [is_differentiable(c.dtype) for c in caps]
+    if any(c.dtype == dtypes.resource for c in caps) and any(var_mask):
+        _, reached = vjp(body, var_mask)
+        nv = len(var_mask)
+        mask = [m or (c.dtype == dtypes.resource and reached[nv + j]) for j, (m, c) in enumerate(zip(mask, caps))]
+    return mask
+
+
+def _refuse_resource_variables(op: Operation, init: Sequence[Output], positions: Sequence[int],
+                               imported: bool) -> None:
+    """Refuse a loop variable that is a resource handle: the gradient would need each step's
+    handle, and no TensorList pops resources (TF's while_v2 requires handles to be loop
+    invariants too).  An imported loop's invariants are captures by now."""
+    for k, (i, v) in enumerate(zip(positions, init)):
+        if v.dtype != dtypes.resource:
+            continue
+        if imported:
+            raise TypeError(f"operation '{op.name}' ({op.type}): input {i} is a resource handle that the loop "
+                            "body changes from step to step; its gradient would need each step's handle, "
+                            "which a TensorList cannot keep")
+        raise TypeError(f"operation '{op.name}' ({op.type}): loop variable {k} ('{v.name}') is a resource "
+                        "handle; its gradient would need each step's handle, which a TensorList cannot keep: "
+                        "use the variable inside the body instead (the body then captures its handle)")
 
 
 def _sum2(a: Output, b: Output) -> Output:
@@ -191,27 +241,71 @@ def _sum2(a: Output, b: Output) -> Output:
     return _op("AddV2", [a, b])
 
 
-def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> WhileInfo:
-    """A WhileInfo for a While the bridge did not build, from its cond and body
-    FunctionDefs: all its inputs are loop variables, nothing was accumulated."""
+def _passes_through(body: TracedFunction, i: int) -> bool:
+    """Whether the body returns its input ``i`` unchanged (through Identity ops): a loop invariant."""
+    t = body.outputs[i]
+    while t.op.type == "Identity":
+        t = t.op.inputs[0]
+    return t == body.inputs[i]
+
+
+# An imported loop's cond and body with its inputs reordered: body function -> {key: (cond, body)}
+_reordered: "weakref.WeakKeyDictionary[TracedFunction, dict[tuple, tuple[TracedFunction, TracedFunction]]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _reorder(cond_f: TracedFunction, body_f: TracedFunction, var_pos: list[int], inv_pos: list[int],
+             shapes: list[Shape]) -> tuple[TracedFunction, TracedFunction]:
+    """The cond and body as functions of (loop variables..., invariants...), the body returning
+    the loop variables only: the layout of a bridge loop's user functions."""
+    key = (cond_f.name, tuple(var_pos), tuple(repr(s) for s in shapes))
+    cache = _reordered.setdefault(body_f, {})
+    if key in cache:
+        return cache[key]
+    made = []
+    for f, keep in ((cond_f, None), (body_f, var_pos)):
+        fg = FuncGraph(f"{f.graph.name}_invariants_last")
+        with fg.as_default():
+            args: list[Optional[Output]] = [None] * len(body_f.inputs)
+            for i in var_pos + inv_pos:
+                args[i] = fg.add_input(body_f.inputs[i].dtype, shapes[i], name=f"in{i}")
+            inputs = [args[i] for i in var_pos + inv_pos]
+            outs = f.inline(args, name="loop")
+        outputs = outs if keep is None else [outs[i] for i in keep]
+        made.append(TracedFunction(fg, inputs, outputs, description=f"'{f.name}' with its loop invariants last"))
+    cache[key] = (made[0], made[1])
+    return cache[key]
+
+
+def _attr_or(op: Operation, name: str, default: object) -> object:
+    """The attribute ``name`` of ``op``, or ``default`` where the op lacks it (a While of an
+    older GraphDef): TF's answer to an attribute an op does not have is InvalidArgument."""
+    try:
+        return op.get_attr(name)
+    except InvalidArgumentError:
+        return default
+
+
+def _imported_while_info(op: Operation, body_f: Optional[TracedFunction]) -> tuple[WhileInfo, list[int], list[int]]:
+    """A WhileInfo for a While the bridge did not build, from its cond and body FunctionDefs,
+    with the positions of its loop variables and of its loop invariants (which it takes as
+    captures): nothing was accumulated."""
     cond_f = lookup(op.graph, op.get_attr("cond"))
     if body_f is None or cond_f is None:
         missing = op.get_attr("body") if body_f is None else op.get_attr("cond")
         raise LookupError(f"operation '{op.name}' ({op.type}) calls function '{missing}', which is "
                           "neither traced by the bridge nor in the graph's library, so it has no gradient")
     n = op.num_inputs
-    try:
-        shapes = list(op.get_attr("output_shapes"))
-    except Exception:  # noqa: BLE001 (an older GraphDef may lack the attr)
-        shapes = []
+    shapes = list(_attr_or(op, "output_shapes", []))
     if len(shapes) != n:
         shapes = [t.shape for t in op.inputs]
-    try:
-        parallel = int(op.get_attr("parallel_iterations"))
-    except Exception:  # noqa: BLE001
-        parallel = 10
-    return WhileInfo(cond_f, body_f, n, 0, [Shape(s) if not s.unknown_rank else Shape.unknown() for s in shapes],
-                     None, False, parallel)
+    shapes = [Shape(s) if not s.unknown_rank else Shape.unknown() for s in shapes]
+    parallel = int(_attr_or(op, "parallel_iterations", PARALLEL_ITERATIONS))
+    inv_pos = [i for i in range(n) if _passes_through(body_f, i)]
+    var_pos = [i for i in range(n) if i not in inv_pos]
+    cond_r, body_r = _reorder(cond_f, body_f, var_pos, inv_pos, shapes)
+    info = WhileInfo(cond_r, body_r, len(var_pos), len(inv_pos), [shapes[i] for i in var_pos], None, False, parallel)
+    return info, var_pos, inv_pos
 
 
 setattr(_while_grad, ACCEPTS_NONE, True)

@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable
 
 from bridge.framework.builders import Variable, convert_to_output, global_variables
-from bridge.framework.functions import flatten, pack_as
+from bridge.framework.nest import flatten, pack_as
 from bridge.framework.graph import Graph, Output, get_default_graph
 from .registry import RegisterGradient
 

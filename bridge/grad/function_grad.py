@@ -17,7 +17,8 @@ from __future__ import annotations
 import weakref
 from typing import Optional, Sequence
 
-from bridge.framework.functions import FuncGraph, TracedFunction, lookup
+from bridge.framework.func_graph import FuncGraph, TracedFunction
+from bridge.framework.functions import lookup
 from bridge.framework.graph import Operation, Output
 from bridge.framework.indexed_slices import convert_to_tensor
 from ._helpers import is_differentiable
@@ -37,7 +38,9 @@ def vjp(f: TracedFunction, out_mask: Sequence[bool], wrt: Optional[Sequence[bool
 
     It takes (all inputs..., the masked outputs' gradients...) and returns
     the inputs' gradients for the returned input mask: the inputs with a
-    gradient, or exactly ``wrt`` (zeros where unconnected) when given.
+    gradient, or exactly ``wrt`` (zeros where unconnected) when given.  A
+    variable handle in ``wrt`` must be read on the way to those outputs (its
+    gradient, of the value's dtype, has no zeros to stand in for it).
     """
     key = (tuple(bool(m) for m in out_mask), None if wrt is None else tuple(bool(w) for w in wrt))
     cache = _vjps.setdefault(f, {})
@@ -61,7 +64,8 @@ def vjp(f: TracedFunction, out_mask: Sequence[bool], wrt: Optional[Sequence[bool
             results = []
             for x, g, w in zip(xs, grads, in_mask):
                 if w:
-                    if not is_differentiable(x.dtype):
+                    if g is None and not is_differentiable(x.dtype):
+                        # (A variable handle the body reads has its value's gradient.)
                         raise TypeError(f"no gradient for {x.dtype.name} input '{x.name}'")
                     results.append(g if g is not None else fg.create_op("ZerosLike", [x]).output(0))
     cache[key] = (TracedFunction(fg, xs + dys, results), in_mask)

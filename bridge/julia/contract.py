@@ -44,7 +44,7 @@ import numpy as np
 from bridge.framework import dtypes as _tf
 
 __all__ = ["DType", "Kind", "KINDS", "AttrType", "ErrorKind", "EntryParam", "DTYPES", "ERROR_KINDS", "ENTRY_PARAMS",
-           "ENTRY_RESULT", "by_code", "by_spec", "by_name", "spec_types", "spec_aliases", "attr_types",
+           "ENTRY_RESULT", "MAX_JULIA_THREADS", "by_code", "by_spec", "by_name", "spec_types", "spec_aliases", "attr_types",
            "attr_aliases", "error_kind", "tensor_slots", "header_text", "julia_text", "generated_files",
            "main"]
 
@@ -86,7 +86,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("complex", None, "(rng.standard_normal({shape}) + 1j * rng.standard_normal({shape})).astype(np.{numpy})",
          "random complex numbers",
          "; TensorFlow's convention, dL/d(re {like}) + i dL/d(im {like}): for an output o = f({like}), f "
-         "holomorphic, `{grad} .+= grad_o .* conj.(fprime.({like}))` (README.md, \"What Julia receives\")"),
+         "holomorphic, `{grad} .+= grad_o .* conj.(fprime.({like}))` (docs/reference/julia-receives.md)"),
     Kind("int", "i", "rng.integers(0, 3, {shape}).astype(np.{numpy})", "integers from 0 to 2"),
     Kind("bool", "b", "rng.integers(0, 2, {shape}).astype(np.{numpy})", "random booleans"),
     Kind("string", "s", "np.full({shape}, 'a', dtype=object)", "the string 'a'"),
@@ -257,6 +257,12 @@ ENTRY_PARAMS: tuple[EntryParam, ...] = (
 )
 # What an entry returns: 0 (kOk) or the ErrorKind it recorded in TFBridge.LAST_FAILURE.
 ENTRY_RESULT = ("int", "Cint")
+
+#: The most Julia threads the runtime starts (TFBRIDGE_JULIA_THREADS,
+#: JULIA_NUM_THREADS or one per CPU, capped here) and tracks: its tables of
+#: which threads are Julia's and of each thread's running and interrupted
+#: call (TFBridge.interrupted() reads them) hold this many.
+MAX_JULIA_THREADS = 255
 
 
 def tensor_slots(rank: int) -> dict[str, int]:
@@ -456,6 +462,10 @@ def header_text() -> str:
         entry = d.attr.entry if d.attr is not None else {"f": "floats", "s": "bytes"}.get(d.arg_field, "ints")
         lines.append(f"    case DType::{d.name}: return EntryAttr::{slot[entry]};")
     lines += ["  }", "  return EntryAttr::kInt;", "}", ""]
+    lines += _comment("// ", "The most Julia threads the runtime starts and tracks: serving_threads() caps "
+                      "TFBRIDGE_JULIA_THREADS there, and its per-thread tables (which threads are Julia's, "
+                      "each one's running and interrupted call) have that many rows.")
+    lines += [f"constexpr int kMaxJuliaThreads = {MAX_JULIA_THREADS};", ""]
     lines += ["// The table's sizes hold for this compiler."]
     lines += [f'static_assert(sizeof({d.cxx}) == {d.size}, "tfjl::DType::{d.name} is {d.size}-byte {d.cxx}");'
               for d in numeric]

@@ -38,7 +38,7 @@ from bridge.framework import errors as _errors
 
 # numpy and the contract table (which brings TensorFlow's dtypes) are
 # imported by the calls that convert values, not here: `import bridge.julia;
-# bridge.julia.init()` then waits for neither (README, "Julia's start").
+# bridge.julia.init()` then waits for neither (docs/internals/julia-start.md).
 
 __all__ = ["JuliaError", "JuliaStackOverflowError", "JuliaObject", "init", "image", "is_initialized", "eval",
            "include", "call", "JuliaThreadRunner", "interrupt", "install_interrupt_handler", "call_counts"]
@@ -129,7 +129,7 @@ _image: Optional[str] = None  # the system image Julia started from
 def init(image: Optional[str | os.PathLike] = None, ops: Sequence[str | os.PathLike] = ()) -> None:
     """Start Julia in this process (idempotent, thread-safe).
 
-    Julia's system image is chosen once, here (README, "Julia's start"):
+    Julia's system image is chosen once, here (docs/internals/julia-start.md):
     ``image`` (or TFBRIDGE_JULIA_SYSIMAGE=<path>) if it is current, else
     the newest current image built for the op folders ``ops``
     (``tfbridge julia build-image --ops``; ``customop.load`` passes its
@@ -330,12 +330,18 @@ def eval(code: str) -> Any:  # noqa: A001 - the natural name, as in Julia
 
 
 def include(path: str | os.PathLike) -> None:
-    """``Base.include(Main, path)`` for an absolute path; raises JuliaError naming the file."""
-    path = os.fspath(path)
-    if not os.path.isabs(path):
-        raise ValueError(f"bridge.julia.include: expected an absolute path, got '{path}'")
+    """``Base.include(Main, path)``: run a Julia file in Main.
+
+    A relative ``path`` is relative to the current directory (Python's, as
+    ``open`` takes it), made absolute before Julia sees it, so the file's own
+    ``include`` lines resolve against its folder.  Raises FileNotFoundError
+    naming the absolute path when there is no such file, and JuliaError naming
+    the file when its code fails."""
+    given = os.fsdecode(path)
+    path = os.path.abspath(given)
     if not Path(path).is_file():
-        raise FileNotFoundError(f"bridge.julia.include: {path} does not exist")
+        where = "" if given == path else f" ('{given}' from {os.getcwd()})"
+        raise FileNotFoundError(f"bridge.julia.include: {path}{where} does not exist")
     rt = _runtime()
     err = _ffi.new("char**")
     status = rt.tfjl_include(path.encode(), err)

@@ -1,5 +1,5 @@
 """Julia system images that hold, besides TFBridge, the packages some op
-folders use and the code a run of those ops compiled (README, "Julia's start").
+folders use and the code a run of those ops compiled (docs/internals/julia-start.md).
 
 Julia 1.5 keeps no machine code of packages: an op whose Julia file uses
 ForwardDiff loads it and compiles its code at every start.  An *op image* is
@@ -23,7 +23,6 @@ build-image --ops DIR``), which runs the traced run first.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -46,6 +45,11 @@ KEEP = 3
 PACKAGE_VARIABLES = ("JULIA_DEPOT_PATH", "JULIA_LOAD_PATH", "JULIA_PROJECT", "TFBRIDGE_JULIA_DEPOT")
 #: Files of an op folder whose change makes its image stale (besides its *.jl files).
 OP_FILES = ("custom_op.txt", "Project.toml", "JuliaProject.toml", "Manifest.toml", "JuliaManifest.toml")
+#: The form of a record's fingerprints: a record of another form (an image an
+#: older bridge built, its files hashed otherwise) cannot be compared, so is stale.
+RECORD_FORMAT = 2
+#: Hex digits of each fingerprint (all of cache.Key's SHA-256).
+_DIGITS = 64
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,9 @@ def image_root() -> Path:
 
 
 def _hash_file(path: Path) -> str:
+    """The key of a file's content (cache.Key, the one home for cache keys), or "missing"."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return cache.Key(path.read_bytes()).hexdigest(_DIGITS)
     except OSError:
         return "missing"
 
@@ -84,18 +89,18 @@ def _package_fingerprint(folder: str) -> str:
     """Every file of a package's Project.toml and src/, by name, size and
     time: a package installed by Pkg never changes, one under development
     (Pkg.develop) does."""
-    digest = hashlib.sha256()
+    key = cache.Key()
     root = Path(folder)
     files = [root / "Project.toml"] + sorted((root / "src").rglob("*"))
     for path in files:
         try:
             st = path.stat()
         except OSError:
-            digest.update(f"{path} missing\n".encode())
+            key.add(f"{path} missing")
             continue
         if path.is_file():
-            digest.update(f"{path.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+            key.add(f"{path.relative_to(root)} {st.st_size} {st.st_mtime_ns}")
+    return key.hexdigest(_DIGITS)
 
 
 def _variables() -> dict[str, str]:
@@ -107,6 +112,7 @@ def _variables() -> dict[str, str]:
 
 def _record(config: JuliaConfig, folders: Sequence[Path], trace: Trace) -> dict:
     return {
+        "format": RECORD_FORMAT,
         "base": sysimage.image_key(config),
         "ops": {str(f): _op_fingerprint(f) for f in folders},
         "packages": {name: {"uuid": uuid, "folder": folder, "files": _package_fingerprint(folder)}
@@ -120,6 +126,8 @@ def _record(config: JuliaConfig, folders: Sequence[Path], trace: Trace) -> dict:
 
 def stale_reason(record: dict, config: Optional[JuliaConfig] = None) -> Optional[str]:
     """Why an image with this record must not be used now (one line), or None when it is current."""
+    if record.get("format") != RECORD_FORMAT:
+        return "it was recorded by another version of tf-julia-bridge"
     try:
         if record["base"] != sysimage.image_key(config or julia_config()):
             return "Julia, TFBridge's sources or the CPU changed"

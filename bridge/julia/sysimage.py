@@ -1,5 +1,5 @@
 """Julia's system image with TFBridge built in, so Julia starts in a fraction
-of a second (README, "Julia's start").
+of a second (docs/internals/julia-start.md).
 
 Including julia/TFBridge.jl at every start costs about a second; an image
 built once with the module in it (Julia's own ``--output-o`` on top of the

@@ -90,7 +90,7 @@ def _get_variable(graph: Graph, name: str, shape: Sequence[int], dtype: dtypes.D
     """The variable ``name`` (as TF's get_variable): created with ``initializer``'s
     value, or with ``reuse=True`` the existing one, whose shape and dtype must match.
     A new variable's ``regularizer(value)`` joins the "regularization_losses" collection."""
-    existing = next((v for v in global_variables(graph) if v.name == name), None)
+    existing = next((v for v in global_variables(graph) if v.op.name == name), None)
     if existing is not None:
         if not reuse:
             raise ValueError(f"Variable {name} already exists, disallowed. Did you mean to set reuse=True? "

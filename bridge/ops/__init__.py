@@ -80,37 +80,11 @@ import threading
 from typing import Any, Optional
 
 
-def _Load():
-    """Import (generating on first use) the module of the registry's ops."""
-    from . import op_library, opgen
-    from bridge.framework import opdef
-    from bridge.framework._lib import ffi, lib
-
-    version = ffi.string(lib.TF_Version()).decode()
-    return opgen.load_generated(
-        "registry", opdef.registry_op_list_bytes(), "bridge.ops._generated",
-        title="TensorFlow's registered ops as Python functions: the body of bridge.ops.",
-        source=f"the op registry of TensorFlow {version}", exclude=op_library.library_op_names())
-
-
-def _Exports(module) -> dict:
-    import builtins
-    out = {fn: getattr(module, fn) for fn in module.OP_TYPES}
-    for fn in out.values():
-        fn.__module__ = __name__  # help() and pickle name them bridge.ops.<fn>
-    out["OP_TYPES"] = module.OP_TYPES
-    out["RENAMED"] = module.RENAMED
-    out["COLLISIONS"] = module.COLLISIONS
-    out["__all__"] = sorted(fn for fn in module.OP_TYPES
-                            if not fn.startswith("_") and not hasattr(builtins, fn))
-    return out
-
-
-# The generated functions load on first use, so that importing this package's
-# own modules (the generator, the operators that `import bridge` installs)
-# generates nothing.  Function names are lower-case, so the capitalised helpers
-# above never collide with one.
-_SUBMODULES = frozenset({"opgen", "op_helpers", "op_library", "operators"})
+# The generated functions (bridge/ops/gen_ops.py) load on first use, so that
+# importing this package's own modules (the generator, the operators that
+# `import bridge` installs) generates nothing.  Function names are lower-case,
+# so the capitalised names here never collide with one.
+_SUBMODULES = frozenset({"opgen", "op_helpers", "op_library", "operators", "gen_ops"})
 _LOCK = threading.RLock()
 _EXPORTED: Optional[frozenset] = None
 
@@ -119,7 +93,8 @@ def _exports() -> frozenset:
     global _EXPORTED
     with _LOCK:
         if _EXPORTED is None:
-            exports = _Exports(_Load())
+            from . import gen_ops
+            exports = gen_ops.EXPORTS
             globals().update(exports)
             _EXPORTED = frozenset(exports)
     return _EXPORTED

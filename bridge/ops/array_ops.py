@@ -19,8 +19,8 @@ __all__ = ["boolean_mask", "concat", "expand_dims", "gather", "one_hot", "ones",
 
 
 def _ops() -> Any:
-    from bridge import ops  # the generated functions load on first use
-    return ops
+    from . import gen_ops  # the generated functions: generated or loaded on first use
+    return gen_ops
 
 
 def _to_output(value: Any, name: str) -> Output:

@@ -25,8 +25,8 @@ __all__ = ["abs", "add", "add_n", "argmax", "argmin", "bessel_i0e", "bessel_i1e"
 
 
 def _ops() -> Any:
-    from bridge import ops  # the generated functions load on first use
-    return ops
+    from . import gen_ops  # the generated functions: generated or loaded on first use
+    return gen_ops
 
 
 def _reduction_dims(x: Output, axis: Any) -> Any:

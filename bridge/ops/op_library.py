@@ -23,6 +23,22 @@ _lock = threading.Lock()
 _modules: dict[str, types.ModuleType] = {}
 _handles: list = []  # TF_Library handles, never deleted: the ops stay registered
 _library_ops: set[str] = set()
+_descriptions: dict[str, dict[str, str]] = {}
+
+
+def describe_op(op_type: str, attributes: dict[str, str]) -> None:
+    """Record what explains an op type to a reader of the graph (the custom-op
+    tools record an op's spec, language, file and function): TensorBoard's
+    graph shows these as attributes of every node of that type
+    (``FileWriter.add_graph``).  The graph TensorFlow runs is not changed."""
+    with _lock:
+        _descriptions[op_type] = {str(k): str(v) for k, v in attributes.items()}
+
+
+def op_description(op_type: str) -> dict[str, str]:
+    """What :func:`describe_op` recorded for ``op_type`` ({} when nothing)."""
+    with _lock:
+        return dict(_descriptions.get(op_type, {}))
 
 
 def library_op_names() -> frozenset[str]:

@@ -42,8 +42,8 @@ _ops_module: Any = None
 def _ops() -> Any:
     global _ops_module
     if _ops_module is None:
-        from bridge import ops
-        _ops_module = ops
+        from . import gen_ops  # the generated functions: generated or loaded on first use
+        _ops_module = gen_ops
     return _ops_module
 
 

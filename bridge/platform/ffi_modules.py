@@ -13,8 +13,8 @@ written, the declarations are parsed in memory (``bridge.platform.cache``).
 from __future__ import annotations
 
 import contextlib
+import io
 import importlib.util
-import sys
 
 import cffi
 
@@ -33,8 +33,9 @@ def cached_ffi(declarations: str, prefix: str):
             builder.cdef(declarations)
             builder.set_source(module_name, None)
             # cffi says "generating <file>" on stdout: a `$(tfbridge fortran --flags)`
-            # in a Makefile, or any other command whose output is captured, must not get it.
-            with cache.publishing(path) as tmp, contextlib.redirect_stdout(sys.stderr):
+            # in a Makefile, or any other command whose output is captured, must not
+            # get it, and a bridge process says nothing on stderr unless asked.
+            with cache.publishing(path) as tmp, contextlib.redirect_stdout(io.StringIO()):
                 builder.emit_python_code(str(tmp))
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)

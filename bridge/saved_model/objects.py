@@ -41,6 +41,7 @@ from typing import Optional
 import numpy as np
 
 from bridge.framework import _proto as pb
+from bridge.framework import proto_fields as pf
 from bridge.framework import dtypes, errors
 from bridge.framework.attrs import Shape, decode_attr_value, decode_shape
 from bridge.framework.graph import Graph, Operation
@@ -56,13 +57,9 @@ VARIABLES_PREFIX = Path("variables") / "variables"
 #: Name scope of the operations that restore objects (added to the loaded graph).
 RESTORE_SCOPE = "restore_saved_objects"
 
-# Field numbers.  MetaGraphDef: graph_def 2, saver_def 3, object_graph_def 7.  SaverDef: restore_op_name 3.
-# SavedObjectGraph: nodes 1, concrete_functions 2 (map: key 1, value 2).
-# SavedObject: children 1, variable 7.  ObjectReference: node_id 1, local_name 2.
-# SavedVariable: dtype 1, shape 2, name 6.  SavedConcreteFunction: bound_inputs 2.
-# TrackableObjectGraph: nodes 1.  TrackableObject: children 1, attributes 2.
-# SerializedTensor: name 1, checkpoint_key 3.
-_GRAPH_DEF, _SAVER_DEF, _OBJECT_GRAPH_DEF = 2, 3, 7
+# Field numbers: bridge/framework/proto_fields.py.
+_TRACKABLE = pf.TrackableObjectGraph.TrackableObject
+_REFERENCE = _TRACKABLE.ObjectReference
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ def _references(entries) -> list[tuple[int, str]]:
     out = []
     for entry in entries:
         ref = pb.fields(bytes(entry))
-        out.append((ref.get(1, [0])[-1], pb.text(ref.get(2, [b""])[-1])))
+        out.append((ref.get(_REFERENCE.node_id, [0])[-1], pb.text(ref.get(_REFERENCE.local_name, [b""])[-1])))
     return out
 
 
@@ -103,35 +100,37 @@ def parse_saved_object_graph(buf: bytes) -> tuple[list[_Object], dict[str, list[
     """A SavedObjectGraph: its nodes, and each concrete function's bound inputs (node ids)."""
     f = pb.fields(buf)
     nodes = []
-    for node_id, raw in enumerate(f.get(1, [])):
+    for node_id, raw in enumerate(f.get(pf.SavedObjectGraph.nodes, [])):
         obj = pb.fields(bytes(raw))
         variable = None
-        if 7 in obj:
-            v = pb.fields(bytes(obj[7][-1]))
-            variable = SavedVariable(node_id, pb.text(v.get(6, [b""])[-1]), dtypes.from_enum(v.get(1, [0])[-1]),
-                                     decode_shape(v.get(2, [b""])[-1]))
-        nodes.append(_Object(_references(obj.get(1, [])), variable))
+        if pf.SavedObject.variable in obj:
+            v = pb.fields(bytes(obj[pf.SavedObject.variable][-1]))
+            variable = SavedVariable(node_id, pb.text(v.get(pf.SavedVariable.name, [b""])[-1]),
+                                     dtypes.from_enum(v.get(pf.SavedVariable.dtype, [0])[-1]),
+                                     decode_shape(v.get(pf.SavedVariable.shape, [b""])[-1]))
+        nodes.append(_Object(_references(obj.get(pf.SavedObject.children, [])), variable))
     functions = {}
-    for entry in f.get(2, []):
+    for entry in f.get(pf.SavedObjectGraph.concrete_functions, []):
         e = pb.fields(bytes(entry))
-        fn = pb.fields(bytes(e.get(2, [b""])[-1]))
+        fn = pb.fields(bytes(e.get(pf.MapEntry.value, [b""])[-1]))
         bound: list[int] = []
-        for value in fn.get(2, []):
+        for value in fn.get(pf.SavedConcreteFunction.bound_inputs, []):
             bound.extend(pb.as_signed(v) for v in pb.packed_varints(value))
-        functions[pb.text(e.get(1, [b""])[-1])] = bound
+        functions[pb.text(e.get(pf.MapEntry.key, [b""])[-1])] = bound
     return nodes, functions
 
 
 def parse_trackable_object_graph(buf: bytes) -> list[_Object]:
     """A TrackableObjectGraph (the checkpoint's): children and attributes of each node."""
     nodes = []
-    for raw in pb.fields(buf).get(1, []):
+    tensor = _TRACKABLE.SerializedTensor
+    for raw in pb.fields(buf).get(pf.TrackableObjectGraph.nodes, []):
         obj = pb.fields(bytes(raw))
         attributes = {}
-        for entry in obj.get(2, []):
+        for entry in obj.get(_TRACKABLE.attributes, []):
             t = pb.fields(bytes(entry))
-            attributes[pb.text(t.get(1, [b""])[-1])] = pb.text(t.get(3, [b""])[-1])
-        nodes.append(_Object(_references(obj.get(1, [])), attributes=attributes))
+            attributes[pb.text(t.get(tensor.name, [b""])[-1])] = pb.text(t.get(tensor.checkpoint_key, [b""])[-1])
+        nodes.append(_Object(_references(obj.get(_TRACKABLE.children, [])), attributes=attributes))
     return nodes
 
 
@@ -240,15 +239,16 @@ def restore_plan(export_dir: Path, meta_fields: dict) -> list[VariableRestore]:
     """What to restore: each variable handle that a call of a saved concrete
     function reads, with its object's checkpoint key ([] for a TF1
     SavedModel, one without variables, or one whose calls capture none)."""
-    if _OBJECT_GRAPH_DEF not in meta_fields or _GRAPH_DEF not in meta_fields:
+    meta = pf.MetaGraphDef
+    if meta.object_graph_def not in meta_fields or meta.graph_def not in meta_fields:
         return []
     prefix = export_dir / VARIABLES_PREFIX
     if not Path(f"{prefix}.index").is_file():
         return []      # a program-only SavedModel
-    saved, functions = parse_saved_object_graph(bytes(meta_fields[_OBJECT_GRAPH_DEF][-1]))
-    saver_def = pb.fields(bytes(meta_fields[_SAVER_DEF][-1])) if _SAVER_DEF in meta_fields else {}
-    restore_op = pb.text(saver_def.get(3, [b""])[-1])
-    handles, tf1_restored = bound_variable_handles(bytes(meta_fields[_GRAPH_DEF][-1]), functions, restore_op)
+    saved, functions = parse_saved_object_graph(bytes(meta_fields[meta.object_graph_def][-1]))
+    saver_def = pb.fields(bytes(meta_fields[meta.saver_def][-1])) if meta.saver_def in meta_fields else {}
+    restore_op = pb.text(saver_def.get(pf.SaverDef.restore_op_name, [b""])[-1])
+    handles, tf1_restored = bound_variable_handles(bytes(meta_fields[meta.graph_def][-1]), functions, restore_op)
     handles = {i: h for i, h in handles.items() if 0 <= i < len(saved) and saved[i].variable is not None}
     if not handles:
         return []

@@ -225,7 +225,7 @@ def _saver_for(graph: Graph, variables: list):
     """A Saver of exactly ``variables``: one an earlier export made, or a new one."""
     from bridge.train.saver import Saver   # imports bridge.ops: only when saving
 
-    by_name = {v.name: v for v in variables}
+    by_name = {v.op.name: v for v in variables}  # the Saver's keys
     for saver in graph.collections.get(_SAVERS_COLLECTION, []):
         if isinstance(saver, Saver) and saver.variables == by_name:
             return saver

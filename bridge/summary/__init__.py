@@ -1,8 +1,9 @@
 """Summaries for TensorBoard, with TF1's names (``tf.compat.v1.summary``).
 
-``scalar`` and ``histogram`` build TF's summary ops (their value is a
+``scalar``, ``histogram``, ``image``, ``audio``, ``text`` build TF's summary ops (their value is a
 serialized ``Summary`` protobuf); ``merge_all`` joins the ones of a graph;
-``FileWriter`` writes them as TensorBoard event files::
+``FileWriter`` writes them as TensorBoard event files; ``hparams`` has
+TensorBoard's HParams dashboard's summaries::
 
     loss_summary = bridge.summary.scalar("loss", loss)
     with bridge.summary.FileWriter("runs/fit", graph) as writer:
@@ -12,7 +13,10 @@ serialized ``Summary`` protobuf); ``merge_all`` joins the ones of a graph;
 """
 from __future__ import annotations
 
-from .summary_ops import SUMMARIES, histogram, merge, merge_all, scalar
+from .summary_ops import (SUMMARIES, audio, figures_to_array, histogram, image, merge, merge_all, plugin_metadata,
+                          scalar, tensor_summary, text)
+from . import hparams
 from .writer import FileWriter
 
-__all__ = ["SUMMARIES", "FileWriter", "histogram", "merge", "merge_all", "scalar"]
+__all__ = ["SUMMARIES", "FileWriter", "hparams", "audio", "figures_to_array", "histogram", "image", "merge",
+           "merge_all", "plugin_metadata", "scalar", "tensor_summary", "text"]

@@ -46,7 +46,7 @@ def get_global_step(graph: Optional[Graph] = None) -> Optional[Variable]:
     if found:
         step = found[0]
     else:
-        step = next((v for v in graph.collections.get("variables", []) if v.name == GLOBAL_STEP), None)
+        step = next((v for v in graph.collections.get("variables", []) if v.op.name == GLOBAL_STEP), None)
         if step is None:
             return None
     assert_global_step(step)

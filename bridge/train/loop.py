@@ -12,7 +12,7 @@ import logging
 import math
 import sys
 import time
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from bridge.framework.errors import OpError
 
@@ -102,7 +102,9 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                progress: Optional[bool] = None, log_every: Optional[int] = None,
                checkpoint_dir: Any = None, save_every: Optional[int] = None, saver: Any = None,
                max_recoveries: int = 3, recovery_timeout: float = 120.0,
-               is_chief: Optional[bool] = None, hooks: Sequence[Any] = ()) -> list[Optional[float]]:
+               is_chief: Optional[bool] = None, hooks: Sequence[Any] = (),
+               summary_dir: Any = None, summary_every: Optional[int] = None,
+               hparams: Optional[Mapping[Any, Any]] = None) -> list[Optional[float]]:
     """Run ``train_op`` until step ``steps``; return the loss of each step run.
 
     Each step is one ``session.run([train_op, loss], feed)`` (``train_op``
@@ -155,8 +157,19 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     a step failed, ``after_recovery(session, step, timeout)`` replaces
     ``after_create_session`` after a recovery and gives the step to resume
     at.  With ``SyncReplicasOptimizer`` every worker rolls back to the
-    chief's checkpoint (README, "Recovery"); a worker whose failed step the
+    chief's checkpoint (docs/guides/distributed.md, "Recovery"); a worker whose failed step the
     others completed resumes after it, its loss then None.
+
+    **TensorBoard** (``summary_dir``, the chief only): the graph, then every
+    ``summary_every`` steps (default: about 100 points per run) and at the
+    last step ``train/loss``, ``train/learning_rate`` (the optimizer's, when
+    ``train_op`` came from one), ``train/step_time`` (seconds per step since
+    the last point) and the graph's own summaries (``summary.merge_all()``),
+    fetched in that step's run; ``tensorboard --logdir <summary_dir>`` shows them.
+    ``hparams`` (names or ``summary.hparams.HParam``s to values): the run's
+    hyperparameters for TensorBoard's HParams dashboard, its session ending
+    "success" or "failure" with the loop (the experiment's
+    ``hparams_config_pb`` goes in the folder above the runs: docs/guides/tensorboard.md).
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"train_loop: steps must be a non-negative int, got {steps!r}")
@@ -167,13 +180,27 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
         raise ValueError(f"train_loop: recovery_timeout must be positive seconds, got {recovery_timeout!r}")
     if checkpoint_dir is None and (save_every is not None or saver is not None):
         raise ValueError("train_loop: save_every and saver need a checkpoint_dir")
+    _check_count(summary_every, "summary_every", positive=True)
+    if summary_dir is None and (summary_every is not None or hparams is not None):
+        raise ValueError("train_loop: summary_every and hparams need a summary_dir")
     if feed_dict is not None and not isinstance(feed_dict, dict) and not callable(feed_dict):
         raise TypeError(f"train_loop: feed_dict must be a dict or a callable step -> dict, "
                         f"got {type(feed_dict).__name__}")
     if is_chief is None:
         is_chief = bool(getattr(session, "is_chief", True))
     checkpoints = Checkpoints(session, checkpoint_dir, saver, is_chief) if checkpoint_dir is not None else None
-    first = checkpoints.start(session) if checkpoints is not None else 0
+    fetches = train_op if loss is None else [train_op, loss]
+    recoveries = 0
+    first = 0
+    while checkpoints is not None:
+        try:
+            first = checkpoints.start(session)
+            break
+        except OpError as exc:  # the first save or restore: recovered as a step would be
+            if (not is_recoverable(exc) or not hasattr(session, "reconnect") or recoveries >= max_recoveries):
+                raise
+            recoveries += 1
+            checkpoints.reconnect(session, exc, recoveries, max_recoveries, recovery_timeout, fetches)
     hooks = list(hooks)
     for hook in hooks:
         if hasattr(hook, "after_create_session"):
@@ -181,11 +208,11 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
         if hasattr(hook, "first_step"):
             first = int(hook.first_step(session, first))
     use_bar = stderr_is_terminal() if progress is None else bool(progress)
+    summaries = (_Summaries(session, summary_dir, train_op, loss, steps, summary_every, first, hparams)
+                 if summary_dir is not None and is_chief else None)
     report = _Bar(steps, first) if use_bar else _Log(steps, log_every, first)
-    fetches = train_op if loss is None else [train_op, loss]
     losses: list[Optional[float]] = []
     stopped = ""
-    recoveries = 0
     # Each step runs the same fetches: one session.make_callable per set of fed
     # tensors (they keep working after session.reconnect()).
     runners: dict[tuple, Callable[..., Any]] = {}
@@ -193,7 +220,10 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
     try:
         while step < steps and not stopped:
             try:
-                value = _run_step(session, runners, fetches, feed_dict, step, loss is not None)
+                extra = summaries.fetches if summaries is not None and summaries.due(step) else ()
+                value, extra_values = _run_step(session, runners, fetches, feed_dict, step, loss is not None, extra)
+                if extra:
+                    summaries.write(step, value, extra_values)
                 losses.append(value)
                 report.step(step, value)
                 step += 1
@@ -210,7 +240,8 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                 for hook in hooks:
                     if hasattr(hook, "begin_recovery"):
                         hook.begin_recovery(session)
-                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout, hooks)
+                step = checkpoints.recover(session, exc, step, recoveries, max_recoveries, recovery_timeout, hooks,
+                                           fetches)
                 del losses[max(0, step - first):]
                 # Ahead of the failed step (the other workers completed it): no loss for the steps skipped.
                 losses.extend([None] * max(0, step - first - len(losses)))
@@ -225,22 +256,84 @@ def train_loop(session: Any, train_op: Any, steps: int, loss: Any = None, feed_d
                 hook.end(session)
     except KeyboardInterrupt:
         report.close(step, "interrupted")
+        if summaries is not None:
+            summaries.close("failure")
         raise
     except BaseException:
         report.close(step, "failed")
+        if summaries is not None:
+            summaries.close("failure")
         raise
+    if summaries is not None:
+        summaries.close("success")
     report.close(step, stopped)
     return losses
 
 
 def _run_step(session: Any, runners: dict, fetches: Any, feed_dict: FeedDict, step: int,
-              with_loss: bool) -> Optional[float]:
+              with_loss: bool, extra: Sequence[Any] = ()) -> tuple[Optional[float], list]:
+    """Run one step: (its loss or None, the values of ``extra`` fetched in the same run)."""
     feed = (feed_dict(step) if callable(feed_dict) else feed_dict) or {}
     if not isinstance(feed, dict):
         raise TypeError(f"train_loop: feed_dict({step}) returned {type(feed).__name__}, not a dict")
-    keys = tuple(feed)
+    keys = (tuple(feed), bool(extra))
     run_step = runners.get(keys)
     if run_step is None:
-        run_step = runners[keys] = session.make_callable(fetches, keys)
+        run_step = runners[keys] = session.make_callable([fetches, list(extra)] if extra else fetches, keys[0])
     out = run_step(*feed.values())
-    return float(out[1]) if with_loss else None
+    if extra:
+        out, extra_values = out
+        return (float(out[1]) if with_loss else None), list(extra_values)
+    return (float(out[1]) if with_loss else None), []
+
+
+class _Summaries:
+    """train_loop's TensorBoard log: a FileWriter on ``summary_dir`` with the
+    graph, and the scalars of every ``every``-th step (see train_loop)."""
+
+    def __init__(self, session: Any, summary_dir: Any, train_op: Any, loss: Any, steps: int,
+                 every: Optional[int], first: int, hparams: Optional[Mapping[Any, Any]]):
+        from bridge.summary import FileWriter, hparams as hp, merge_all
+        from .optimizer import LEARNING_RATES
+
+        graph = session.graph
+        self._hparams = hp if hparams is not None else None
+        start = hp.hparams_pb(hparams) if hparams is not None else None   # refused values raise before any file
+        self._writer = FileWriter(summary_dir, graph)
+        if start is not None:
+            self._writer.add_summary(start)
+        self._every = max(1, math.ceil(steps / 100)) if every is None else every
+        self._steps = steps
+        rates = [lr for op, lr in graph.collections.get(LEARNING_RATES, []) if op is train_op]
+        self._tags = ["train/learning_rate"] if rates else []
+        self.fetches = rates[-1:]
+        merged = merge_all(graph=graph) if graph.collections.get("summaries") else None
+        if merged is not None:
+            self.fetches.append(merged)
+        self._has_merged = merged is not None
+        self._last_time, self._last_step = time.perf_counter(), first
+        if not self.fetches:   # nothing to fetch: still a point every `every` steps for the loss and time
+            self.fetches = [train_op]
+            self._tags, self._has_merged = [None], False
+
+    def due(self, step: int) -> bool:
+        return (step + 1) % self._every == 0 or step + 1 == self._steps
+
+    def write(self, step: int, loss: Optional[float], values: list) -> None:
+        now = time.perf_counter()
+        if loss is not None:
+            self._writer.add_scalar("train/loss", loss, step)
+        for tag, value in zip(self._tags, values):
+            if tag is not None:
+                self._writer.add_scalar(tag, float(value), step)
+        if self._has_merged:
+            self._writer.add_summary(values[-1], step)
+        done = step + 1 - self._last_step
+        if done > 0:
+            self._writer.add_scalar("train/step_time", (now - self._last_time) / done, step)
+        self._last_time, self._last_step = now, step + 1
+
+    def close(self, status: str) -> None:
+        if self._hparams is not None:
+            self._writer.add_summary(self._hparams.session_end_pb(status))
+        self._writer.close()

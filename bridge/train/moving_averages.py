@@ -86,7 +86,7 @@ class ExponentialMovingAverage:
     def average_name(self, var: Variable) -> str:
         """The name of ``var``'s average in a checkpoint: ``<var>/<name>``."""
         avg = self.average(var)
-        return avg.name if avg is not None else f"{var.name}/{self._name}"
+        return avg.op.name if avg is not None else f"{var.op.name}/{self._name}"
 
     def variables_to_restore(self, moving_avg_variables: Optional[Sequence[Variable]] = None) -> dict:
         """{checkpoint name: variable}, TF's: each of ``moving_avg_variables``
@@ -105,7 +105,7 @@ class ExponentialMovingAverage:
         out = {self.average_name(v): v for v in averaged.values()}
         for v in global_variables(graph):
             if v.name not in averaged:
-                out.setdefault(v.name, v)
+                out.setdefault(v.op.name, v)
         return out
 
 

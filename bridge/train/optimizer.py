@@ -88,6 +88,11 @@ def _var_key(var: Variable) -> tuple:
     return (var.graph, var.name)
 
 
+#: Graph collection of (train op, its optimizer's learning-rate tensor) pairs, one per
+#: apply_gradients: what train_loop(summary_dir=) logs as the learning rate.
+LEARNING_RATES = "bridge.train.learning_rates"
+
+
 class Optimizer:
     """Base class of the optimizers (``tf.compat.v1.train.Optimizer``).
 
@@ -215,7 +220,7 @@ class Optimizer:
                     if grad.dtype != var.dtype:
                         raise TypeError(f"gradient '{grad.name}' is {grad.dtype.name}, but variable "
                                         f"'{var.name}' is {var.dtype.name}")
-                    with graph.name_scope("update_" + var.name), graph.colocate_with(var.op):
+                    with graph.name_scope("update_" + var.op.name), graph.colocate_with(var.op):
                         if isinstance(grad, IndexedSlices):
                             update_ops.append(self._resource_apply_sparse_duplicate_indices(
                                 grad.values, var, grad.indices))
@@ -233,6 +238,9 @@ class Optimizer:
         train_ops = graph.collections.setdefault("train_op", [])
         if train_op not in train_ops:
             train_ops.append(train_op)
+        learning_rate = self._learning_rate_output()
+        if learning_rate is not None:   # what train_loop(summary_dir=) logs for this train op
+            graph.collections.setdefault(LEARNING_RATES, []).append((train_op, learning_rate))
         return train_op
 
     def get_slot(self, var: Variable, name: str) -> Optional[Variable]:
@@ -258,6 +266,10 @@ class Optimizer:
 
     def _prepare(self) -> None:
         """Make the hyperparameter tensors, inside the optimizer's name scope."""
+
+    def _learning_rate_output(self) -> Optional[Output]:
+        """The learning-rate tensor ``_prepare`` made (None for an optimizer without one)."""
+        return getattr(self, "_learning_rate_tensor", None)
 
     def _resource_apply_dense(self, grad: Output, var: Variable) -> Operation:
         raise NotImplementedError()
@@ -335,7 +347,7 @@ def _create_slot(var: Variable, initializer: Callable[[], Output], op_name: str)
     # under init_scope (no control dependencies), colocated with ``var``.
     with graph.as_default(), graph.control_dependencies(None), graph.name_scope(None), \
             graph.colocate_with(var.op):
-        scope = graph.unique_name(f"{var.name}/{op_name}", mark_as_used=False)
+        scope = graph.unique_name(f"{var.op.name}/{op_name}", mark_as_used=False)
         with graph.name_scope(scope + "/Initializer/"):
             init = initializer()
         return Variable(init, name=scope, trainable=False, graph=graph)

@@ -122,6 +122,9 @@ class AdamOptimizer(Optimizer):
         self._beta2_t = to_output(c(self._beta2), "beta2")
         self._epsilon_t = to_output(c(self._epsilon), "epsilon")
 
+    def _learning_rate_output(self) -> Optional[Output]:
+        return self._lr_t
+
     def _resource_apply_dense(self, grad: Output, var: Variable) -> Operation:
         m = self.get_slot(var, "m")
         v = self.get_slot(var, "v")

@@ -67,6 +67,13 @@ def after_recovery(hooks: Sequence[Any], session: Any, step: int, deadline: floa
     return step
 
 
+def _wait_for_tasks(session: Any, timeout: float, fetches: Any) -> None:
+    """The session's ``wait_for_tasks`` for the tasks a run of ``fetches`` needs, where it has one."""
+    wait = getattr(session, "wait_for_tasks", None)
+    if wait is not None:
+        wait(timeout=timeout) if fetches is None else wait(timeout=timeout, fetches=fetches)
+
+
 #: The checkpoints' name in ``checkpoint_dir``, as TF's ``CheckpointSaverHook`` names them.
 CHECKPOINT_BASENAME = "model.ckpt"
 
@@ -149,11 +156,33 @@ class Checkpoints:
         logger.info("train_loop: restored %s, starting at step %d", prefix, step)
         return step
 
+    def reconnect(self, session: Any, error: OpError, attempt: int, max_recoveries: int, timeout: float,
+                  fetches: Any = None) -> None:
+        """After the first save or restore failed: reconnect ``session`` and
+        wait for the tasks a step needs (at most ``timeout`` seconds); the
+        caller tries again.  One log line says what happened."""
+        start = time.monotonic()
+        try:
+            session.reconnect()
+            _wait_for_tasks(session, timeout, fetches)
+        except OpError as exc:
+            if not is_recoverable(exc):
+                raise
+            raise type(error)(
+                f"train_loop: the first checkpoint of {self.folder} could not be saved or restored "
+                f"({type(error).__name__}: {first_line(error)}) and the run could not recover within {timeout:g} s "
+                f"(recovery {attempt} of {max_recoveries}); last: {type(exc).__name__}: {first_line(exc)}") \
+                from error
+        logger.warning("train_loop: the first checkpoint failed with %s (%s); recovery %d of %d: new session, "
+                       "trying again (%.1f s)", type(error).__name__, first_line(error), attempt, max_recoveries,
+                       time.monotonic() - start)
+
     def recover(self, session: Any, error: OpError, step: int, attempt: int, max_recoveries: int,
-                timeout: float, hooks: Sequence[Any] = ()) -> int:
-        """Reconnect ``session``, wait for its tasks, restore the newest
-        checkpoint, run the hooks' set-up again (:func:`after_recovery`);
-        return the step to resume at.  One log line says what happened."""
+                timeout: float, hooks: Sequence[Any] = (), fetches: Any = None) -> int:
+        """Reconnect ``session``, wait for the tasks a run of ``fetches`` (a
+        step) needs, restore the newest checkpoint, run the hooks' set-up
+        again (:func:`after_recovery`); return the step to resume at.  One
+        log line says what happened."""
         start = time.monotonic()
         deadline = start + timeout
         last: Optional[OpError] = None
@@ -166,8 +195,7 @@ class Checkpoints:
                     + (f"; last: {type(last).__name__}: {last.message}" if last is not None else "")) from error
             try:
                 session.reconnect()
-                if hasattr(session, "wait_for_tasks"):
-                    session.wait_for_tasks(timeout=left)
+                _wait_for_tasks(session, left, fetches)
                 if not self.is_chief:
                     session.wait_for_variables(timeout=max(0.1, deadline - time.monotonic()))
                     restored, prefix = step, None

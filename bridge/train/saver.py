@@ -88,7 +88,8 @@ def _variables_by_key(var_list: VarList) -> dict[str, Variable]:
     if isinstance(var_list, Mapping):
         items = list(var_list.items())
     elif isinstance(var_list, (list, tuple)):
-        items = [(getattr(v, "name", None), v) for v in var_list]
+        # As TF's Saver: a variable is saved under its op's name ("dense/kernel", not "dense/kernel:0").
+        items = [(v.op.name if isinstance(v, Variable) else None, v) for v in var_list]
     else:
         raise TypeError(f"Saver: var_list must be None, a list of Variables or a dict name -> Variable, "
                         f"not {type(var_list).__name__}")
@@ -320,7 +321,7 @@ class Saver:
         for key, var in self._variables.items():
             entry = entries[key]
             if entry.dtype != var.dtype or not _compatible(entry.shape, var.shape):
-                graph_side = f"the graph's variable '{var.name}'" if var.name != key else "the variable"
+                graph_side = f"the graph's variable '{var.op.name}'" if var.op.name != key else "the variable"
                 problems.append(f"'{key}' is {entry.dtype.name} {_shape_text(entry.shape)} there, but "
                                 f"{graph_side} is {var.dtype.name} {_shape_text(var.shape)}")
         if problems:

@@ -148,7 +148,7 @@ class SyncReplicasOptimizer(Optimizer):
                             # TF keeps a SparseConditionalAccumulator; the bridge averages them densely.
                             grad = indexed_slices_to_tensor(grad, warn=False)
                         accum = ops.resource_conditional_accumulator(
-                            dtype=grad.dtype, shape=var.shape, shared_name=f"{var.name}:0/grad_accum",
+                            dtype=grad.dtype, shape=var.shape, shared_name=f"{var.name}/grad_accum",
                             name="conditional_accumulator")
                         train_ops.append(ops.resource_accumulator_apply_gradient(
                             accum, local_step.value(), grad, name="AccumulatorApplyGradient"))
@@ -338,6 +338,19 @@ class _ChiefQueueRunner:
             thread.join(timeout)
 
 
+def _watch_replicas(session: Any) -> None:
+    """Make a distributed session watch the other replicas (the tasks of its
+    cluster's "chief" and "worker" jobs): a step waits for their gradients
+    without its graph naming them, so TensorFlow would not notice one dying
+    before the step's deadline (``distribute.Session.watch_tasks``)."""
+    watch = getattr(session, "watch_tasks", None)
+    if watch is None:
+        return
+    cluster = session.cluster
+    watch([(job, i) for job in ("chief", "worker") if job in cluster.jobs for i in cluster.task_indices(job)
+           if (job, i) != tuple(session.task)])
+
+
 class _SyncReplicasOptimizerHook:
     """TF's ``_SyncReplicasOptimizerHook``: ``train_loop(..., hooks=[hook])``
     calls it (or call ``after_create_session`` and ``end`` by hand).
@@ -363,7 +376,9 @@ class _SyncReplicasOptimizerHook:
 
     def after_create_session(self, session: Any, coord: Any = None) -> None:
         """Chief: initialize the local step and the accumulators' steps, put the
-        initial tokens in the queue, start the sync thread.  Others: the local step."""
+        initial tokens in the queue, start the sync thread.  Others: the local step.
+        Every worker's session (a distributed one) watches the other replicas."""
+        _watch_replicas(session)
         if self._is_chief:
             self._stop_runner()
             session.run(self._opt.chief_init_op)
@@ -404,6 +419,7 @@ class _SyncReplicasOptimizerHook:
                 raise DeadlineExceededError(f"SyncReplicasOptimizer: {where} waited {timeout:.3g} s for {what} "
                                             f"({exc.message.splitlines()[0]})") from None
 
+        _watch_replicas(session)
         if not self._is_chief:
             task = session.task[1] if hasattr(session, "task") else 0
             run(rec.check_in, "the check-in queue on the ps", {rec.task: np.int64(task)})
@@ -433,6 +449,8 @@ class _SyncReplicasOptimizerHook:
         closes), and put ``total_num_replicas`` tokens in the queue, so that
         workers waiting for their next step's token are released (their
         gradients are never applied) instead of waiting until their deadline."""
+        if hasattr(session, "watch_tasks"):
+            session.watch_tasks(())
         if self._runner is not None:
             self._runner.stop(session)
             session.run(self._opt._release_op)

@@ -3,7 +3,7 @@ always stop it: ``with local_servers({"ps": 1, "worker": 2}, ops=...) as cluster
 
 Standard library only, so that the servers start before the client loads
 TensorFlow (the client's threads then cannot meet a fork).  On a real cluster
-each node runs its own `tfbridge server` instead (README, "Distributed"):
+each node runs its own `tfbridge server` instead (docs/guides/distributed.md):
 this file is the one-machine stand-in for srun or mpirun.
 
 Stopping: leaving the block, by an exception or Ctrl-C included, sends

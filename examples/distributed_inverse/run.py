@@ -110,6 +110,11 @@ def train(args: argparse.Namespace, cluster_file: Path, log=print) -> tuple[floa
     for op_type, device in julia_ops:
         which = [k for k in range(len(problem.forcings)) if f"task:{k % WORKERS}" in device]
         log(f"{op_type:<22} on {device}: experiments {', '.join(map(str, which))}")
+    from bridge import summary
+
+    # The chief (this client, worker 0) logs for TensorBoard: the graph with
+    # each Julia op's device, the loss every step, the kappa error ten times.
+    writer = summary.FileWriter(args.logdir, graph) if args.logdir is not None else None
     with distribute.Session(cluster, ("worker", 0), graph=graph, timeout=args.timeout) as sess:
         log(f"variables: {sess.prepare()} on the ps (the chief, worker 0, initialises them)")
         log(f"initial: loss {sess.run(loss):.4g}, kappa error "
@@ -120,11 +125,18 @@ def train(args: argparse.Namespace, cluster_file: Path, log=print) -> tuple[floa
             value = sess.run([loss, train_op])[0]
             if not np.isfinite(value):
                 raise FloatingPointError(f"step {step + 1}: the loss is {value}")
+            if writer is not None:
+                writer.add_scalar("train/loss", value, step)
             if (step + 1) % every == 0:
                 log(f"Adam: step {step + 1}/{args.steps} loss {value:.6g} "
                     f"({(step + 1) / (time.perf_counter() - t0):.0f} steps/s)")
+                if writer is not None:
+                    writer.add_scalar("kappa_error", example.relative_error(sess.run(kappa), problem.kappa), step)
         seconds = time.perf_counter() - t0
         final, kappa_value, u_values = sess.run([loss, kappa, us])
+    if writer is not None:
+        writer.close()
+        log(f"TensorBoard: tensorboard --logdir {args.logdir}")
     kappa_error = example.relative_error(kappa_value, problem.kappa)
     u_error = example.relative_error(np.concatenate(u_values), np.concatenate(problem.u_true))
     log(f"{'method':<10} {'steps':>6} {'wall time':>10} {'final loss':>11} {'kappa error':>12} {'u error':>9}")
@@ -150,6 +162,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="the relative L2 error of kappa to reach (default 0.05)")
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline of each run, seconds (default 60)")
     parser.add_argument("--small", action="store_true", help="the quick version the test runs")
+    parser.add_argument("--logdir", type=Path, default=Path(__file__).resolve().parent / "runs" / "chief",
+                        help="the chief's TensorBoard log (default runs/chief beside this file)")
+    parser.add_argument("--no-log", dest="logdir", action="store_const", const=None,
+                        help="write no TensorBoard log")
     args = parser.parse_args(argv)
     for name, (full, small) in SIZES.items():
         if getattr(args, name) is None:

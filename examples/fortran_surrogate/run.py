@@ -1,12 +1,13 @@
 """examples/fortran_surrogate: train a closure model with the bridge, then run
 a Fortran heat-equation time loop that calls it every step (heat.f90).
 
-    python examples/fortran_surrogate/run.py [--steps 400] [--out DIR]
+    python examples/fortran_surrogate/run.py [--steps 400] [--out DIR] [--cmake]
 
 1. The closure s(u) = u - u**3 (a reaction term a coarse model would lack) is
    learned by an MLP (1 -> 16 tanh -> 16 tanh -> 1, Adam) from samples, and
    exported as a SavedModel (signature serving_default: u[?,1] -> s[?,1]).
-2. heat.f90 is compiled with the flags of `tfbridge fortran --flags` and run:
+2. heat.f90 is compiled with the flags of `tfbridge fortran --flags` (with
+   --cmake: by CMake, CMakeLists.txt's find_package(tf_bridge)) and run:
    u_t = 0.01 u_xx + s(u) on a periodic grid of 64 points, the network
    called through the tf_bridge module at each step, beside the same loop
    with the exact closure.  It prints their largest difference.
@@ -56,19 +57,34 @@ def train_closure(export_dir: Path, steps: int = 3000, seed: int = 0) -> float:
     return float(value)
 
 
+def compile_heat(out: Path, cmake: bool = False) -> Path:
+    """heat.f90 built into out: gfortran with `tfbridge fortran --flags`, or CMake with
+    find_package(tf_bridge) (CMakeLists.txt, -Dtf_bridge_DIR=`tfbridge fortran --cmake-dir`)."""
+    if not cmake:
+        exe = out / "heat"
+        subprocess.run([fortran.fortran_compiler(), "-O2", "-o", str(exe), str(HERE / "heat.f90"),
+                        *fortran.flags().split()], check=True, cwd=out, timeout=600)
+        return exe
+    tree = out / "cmake-build"
+    cmake_exe = shutil.which("cmake") or "cmake"
+    subprocess.run([cmake_exe, "-S", str(HERE), "-B", str(tree), f"-Dtf_bridge_DIR={fortran.build().cmake_dir}",
+                    f"-DCMAKE_Fortran_COMPILER={fortran.fortran_compiler()}"], check=True, timeout=600)
+    subprocess.run([cmake_exe, "--build", str(tree)], check=True, timeout=600)
+    return tree / "heat"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400, help="time steps of the Fortran loop")
     parser.add_argument("--out", type=Path, default=HERE / "build", help="folder for the model and the program")
+    parser.add_argument("--cmake", action="store_true", help="build heat.f90 with CMake (find_package(tf_bridge))")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     shutil.rmtree(out / "closure", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     loss = train_closure(out / "closure")
     print(f"closure trained: mean squared error {loss:.2e}, exported to {out / 'closure'}", flush=True)
-    exe = out / "heat"
-    subprocess.run([fortran.fortran_compiler(), "-O2", "-o", str(exe), str(HERE / "heat.f90"),
-                    *fortran.flags().split()], check=True, cwd=out, timeout=600)
+    exe = compile_heat(out, args.cmake)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run([str(exe), str(out / "closure"), str(args.steps)], cwd=out, env=env, timeout=600,
                           capture_output=True, text=True)

@@ -28,6 +28,13 @@ The script prints, per method, iterations, wall time, final loss and the
 relative L2 errors of kappa and u against the truth, checks the L-BFGS-B
 estimate against ``--target`` (kappa error 5% by default), and writes a plot
 of truth vs both estimates to ``inverse_diffusion.png`` beside this file.
+It logs both fits for TensorBoard in ``runs/`` beside this file (``--logdir``):
+L-BFGS-B's loss at every iteration and its final kappa error and figure
+(scipy holds its iterate outside the graph's variables until the end); for
+Adam the loss, the kappa error, the learning rate and the step time every
+thousandth of the run, and the kappa(x) figure ten times::
+
+    tensorboard --logdir examples/inverse_diffusion/runs
 
     python examples/inverse_diffusion/run.py            # 100 cells, 1000 L-BFGS-B iterations, 3000 Adam steps
     python examples/inverse_diffusion/run.py --small    # the test's version: seconds
@@ -58,6 +65,7 @@ from bridge import ops  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PLOT = HERE / "inverse_diffusion.png"
+LOGDIR = HERE / "runs"
 # Defaults of the sizes: (full, --small).
 SIZES = {"cells": (100, 50), "lbfgs_iterations": (1000, 300), "adam_steps": (3000, 2000)}
 KAPPA_FLOOR = 0.05   # kappa = softplus(net(x)) + KAPPA_FLOOR > 0: the matrix stays positive definite
@@ -127,6 +135,11 @@ class Model:
     loss: bridge.Output
     misfit: bridge.Output
     variables: list
+    kappa_error: bridge.Output     # relative L2 error of kappa (a "kappa_error" scalar summary too)
+    figure: bridge.Output          # a placeholder of a figure's RGBA pixels, [1, height, width, 4]
+    figure_summary: bridge.Output  # its image summary "kappa" (outside merge_all: fed when drawn)
+    note: bridge.Output            # a placeholder of a Markdown note
+    note_summary: bridge.Output    # its text summary "setup" (outside merge_all)
 
 
 def build_model(solve, problem: Problem, hidden: int = 20, reg: float = 0.0, seed: int = 0) -> Model:
@@ -150,9 +163,17 @@ def build_model(solve, problem: Problem, hidden: int = 20, reg: float = 0.0, see
         variables = bridge.trainable_variables()
         loss = misfit
         if reg > 0:   # weight decay on the kernels: keeps the network from fitting the noise
-            kernels = [v for v in variables if v.name.endswith("kernel")]
+            kernels = [v for v in variables if v.op.name.endswith("kernel")]
             loss = misfit + reg * ops.add_n([ops.l2_loss(v.value()) for v in kernels])
-    return Model(graph, kappa, us, loss, misfit, variables)
+        truth = bridge.constant(problem.kappa, bridge.float64, name="kappa_true")
+        kappa_error = ops.sqrt(ops.sum(ops.square(kappa - truth), [0])) / float(np.linalg.norm(problem.kappa))
+        bridge.summary.scalar("kappa_error", kappa_error)
+        figure = bridge.placeholder(bridge.uint8, [1, None, None, 4], name="figure")
+        figure_summary = bridge.summary.image("kappa", figure, max_outputs=1, collections=[])
+        note = bridge.placeholder(bridge.string, [], name="note")
+        note_summary = bridge.summary.text("setup", note, collections=[])
+    return Model(graph, kappa, us, loss, misfit, variables, kappa_error, figure, figure_summary, note,
+                 note_summary)
 
 
 # --- the two optimisations ---------------------------------------------------------------------
@@ -182,9 +203,12 @@ def evaluate(sess: bridge.Session, model: Model, problem: Problem, method: str, 
 
 def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, lbfgs_iterations: int = 1000,
         adam_steps: int = 3000, adam_lr: float = 0.02, adam_decay: float = 0.3, reg: float = 0.0, plot: Optional[Path] = PLOT,
-        progress: Optional[bool] = None, log=print) -> tuple[Problem, list[Outcome], np.ndarray]:
+        progress: Optional[bool] = None, log=print,
+        logdir: Optional[Path] = LOGDIR) -> tuple[Problem, list[Outcome], np.ndarray]:
     """Build the op, make the data, fit with L-BFGS-B then Adam from the same
-    start; return the problem, one Outcome per method and the initial kappa."""
+    start, logging both for TensorBoard in ``logdir`` (its runs "lbfgs" and
+    "adam"; None: no log); return the problem, one Outcome per method and the
+    initial kappa."""
     t0 = time.perf_counter()
     solve = bridge.customop.load(HERE).diffusion_solve1d
     log(f"DiffusionSolve1D op built and loaded in {time.perf_counter() - t0:.2f} s")
@@ -216,28 +240,97 @@ def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, 
         log(f"initial: loss {sess.run(model.loss):.4g}, kappa error {relative_error(kappa0, problem.kappa):.2%}")
 
         every = max(1, lbfgs_iterations // 10)
+        lbfgs_log = None if logdir is None else bridge.summary.FileWriter(Path(logdir) / "lbfgs", model.graph)
+        hparams = {"cells": cells, "hidden": hidden, "noise": noise, "reg": reg}
+        if logdir is not None:
+            write_experiment(Path(logdir), sess, problem, hparams)
+            lbfgs_log.add_summary(bridge.summary.hparams.hparams_pb({**hparams, "method": "L-BFGS-B"}))
+            lbfgs_log.add_summary(setup_text(sess, model, problem, "L-BFGS-B",
+                                             f"at most {lbfgs_iterations} iterations"))
 
         def progress_line(iteration: int, loss: float) -> None:
+            if lbfgs_log is not None:
+                lbfgs_log.add_scalar("train/loss", loss, iteration)
             if (iteration + 1) % every == 0:
                 log(f"L-BFGS-B: iteration {iteration + 1}/{lbfgs_iterations} loss {loss:.6g}")
 
         t = time.perf_counter()
         result = lbfgs.minimize(sess, callback=progress_line)
         seconds = time.perf_counter() - t
+        if lbfgs_log is not None:   # the variables hold scipy's optimum now
+            last = len(lbfgs.history) - 1
+            lbfgs_log.add_scalar("kappa_error", sess.run(model.kappa_error), last)
+            log_figure(sess, model, problem, lbfgs_log, "L-BFGS-B", last)
+            lbfgs_log.add_summary(bridge.summary.hparams.session_end_pb("success"))
+            lbfgs_log.close()
         log(f"L-BFGS-B: {result.message}")
         outcomes.append(evaluate(sess, model, problem, "L-BFGS-B", int(result.nit), int(result.nfev), seconds,
                                  lbfgs.history))
 
         sess.run(restart, dict(zip(starts, initial)))
+        adam_every = max(1, adam_steps // 10)
+        adam_log = None if logdir is None else bridge.summary.FileWriter(Path(logdir) / "adam")
+        if adam_log is not None:
+            budget = f"{adam_steps} steps from rate {adam_lr}, decaying to {adam_decay:g} of it"
+            adam_log.add_summary(setup_text(sess, model, problem, "Adam", budget))
+
+        def adam_figure(step: int, loss: float) -> None:
+            if adam_log is not None and (step + 1) % adam_every == 0:
+                log_figure(sess, model, problem, adam_log, "Adam", step)
+
         t = time.perf_counter()
-        losses = bridge.train.train_loop(sess, adam_step, adam_steps, loss=model.loss, progress=progress)
+        losses = bridge.train.train_loop(sess, adam_step, adam_steps, loss=model.loss, progress=progress,
+                                         callback=adam_figure, summary_dir=None if logdir is None else
+                                         Path(logdir) / "adam", summary_every=None if logdir is None else
+                                         max(1, adam_steps // 1000),
+                                         hparams=None if logdir is None else {**hparams, "method": "Adam"})
         seconds = time.perf_counter() - t
+        if adam_log is not None:
+            adam_log.close()
         outcomes.append(evaluate(sess, model, problem, "Adam", adam_steps, adam_steps, seconds, losses))
 
     if plot is not None:
         write_plot(problem, outcomes, kappa0, Path(plot))
         log(f"plot: {plot}")
+    if logdir is not None:
+        log(f"TensorBoard: tensorboard --logdir {logdir}")
     return problem, outcomes, kappa0
+
+
+def write_experiment(logdir: Path, sess: bridge.Session, problem: Problem, hparams: dict) -> None:
+    """The HParams dashboard's experiment, in ``logdir`` above the runs: this
+    run's settings and the method, compared by final loss and kappa error."""
+    hp = bridge.summary.hparams
+    with bridge.summary.FileWriter(logdir) as root:
+        root.add_summary(hp.hparams_config_pb(
+            [hp.HParam("method", hp.Discrete(["L-BFGS-B", "Adam"]))] + [hp.HParam(name) for name in hparams],
+            [hp.Metric("train/loss", display_name="loss"), hp.Metric("kappa_error", display_name="kappa error")]))
+
+
+def setup_text(sess: bridge.Session, model: Model, problem: Problem, method: str, budget: str) -> bytes:
+    """A Markdown note of the fit's set-up (TensorBoard's Text dashboard), as a summary."""
+    note = (f"**{method}**, {budget}, on {problem.cells} cells and {len(problem.forcings)} experiments "
+            f"(noise {problem.sigma[0] / np.abs(problem.u_true[0]).max():.1%} of max|u|): the unknown is "
+            f"kappa(x) = 1 + 0.5 sin(2 pi x)")
+    return sess.run(model.note_summary, {model.note: note.encode()})
+
+
+def log_figure(sess: bridge.Session, model: Model, problem: Problem, writer, method: str, step: int) -> None:
+    """The kappa(x) figure of the current fit, as the image summary "kappa" at ``step``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kappa, error = sess.run([model.kappa, model.kappa_error])
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=80)
+    ax.plot(problem.x_cells, problem.kappa, "k-", lw=2, label="truth")
+    ax.plot(problem.x_cells, kappa, "r--", lw=1.5, label=f"{method}, step {step + 1} ({error:.1%})")
+    ax.set(title="coefficient kappa(x)", xlabel="x")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    pixels = bridge.summary.figures_to_array(fig)
+    plt.close(fig)
+    writer.add_summary(sess.run(model.figure_summary, {model.figure: pixels}), step)
 
 
 def _first_below(history: Sequence[float], level: float) -> str:
@@ -315,6 +408,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                              "2000 Adam steps)")
     parser.add_argument("--plot", type=Path, default=PLOT, help=f"where to write the plot (default {PLOT})")
     parser.add_argument("--no-plot", action="store_true", help="write no plot")
+    parser.add_argument("--logdir", type=Path, default=LOGDIR,
+                        help=f"TensorBoard's folder: runs lbfgs/ and adam/ (default {LOGDIR})")
+    parser.add_argument("--no-log", action="store_true", help="write no TensorBoard log")
     args = parser.parse_args(argv)
     for name, (full, small) in SIZES.items():
         if getattr(args, name) is None:
@@ -331,7 +427,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     train_log.addHandler(handler)
     train_log.setLevel(logging.INFO)
     _, outcomes, _ = run(args.cells, args.hidden, args.noise, args.seed, args.lbfgs_iterations, args.adam_steps,
-                         args.adam_lr, args.adam_decay, args.reg, None if args.no_plot else args.plot)
+                         args.adam_lr, args.adam_decay, args.reg, None if args.no_plot else args.plot,
+                         logdir=None if args.no_log else args.logdir)
     ok = report(outcomes, args.target)
     print("OK" if ok else "TARGET MISSED")
     return 0 if ok else 1

@@ -6,7 +6,7 @@
 using LinearAlgebra
 
 # ForwardDiff comes from Julia's package registry, or from a depot named by
-# TFBRIDGE_JULIA_DEPOT (README, "Julia packages in ops"); where Julia finds
+# TFBRIDGE_JULIA_DEPOT (docs/guides/julia-packages.md); where Julia finds
 # it the Jacobian is computed by automatic differentiation, otherwise
 # analytically.  The import is conditional, so customop.load does not refuse
 # this file where ForwardDiff is missing.

@@ -1,7 +1,7 @@
 # TFBridge: Julia's threads (included by julia/TFBridge.jl, inside module TFBridge).
 #
 # Every Julia thread serves the calls other threads hand to Julia
-# (kernels_cpp/README.md, "Threads"): thread 1 in its root task, the others
+# (docs/internals/kernels-cpp.md, "Threads"): thread 1 in its root task, the others
 # in a task pinned to each.  After a while without calls each lets Julia's
 # scheduler run the thread's other work: thread 1 runs libuv's events and the
 # tasks any thread may take (Threads.@spawn's), the others the tasks pinned
@@ -68,7 +68,7 @@ function serve_once(serve::Ptr{Cvoid}, wake::Union{Base.AsyncCondition, Nothing}
     # The event needs thread 1's event loop, so only thread 1 waits so.
     # One AsyncCondition, signalled here, not sleep(0): each Timer's
     # handle comes from ccall(:malloc) and libjulia free()s it, two
-    # different mallocs under glibc's heap checker (kernels_cpp/README.md).
+    # different mallocs under glibc's heap checker (docs/internals/kernels-cpp.md, "glibc's heap checker").
     if wake === nothing
         yield()
     else

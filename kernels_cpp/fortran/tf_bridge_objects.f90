@@ -42,6 +42,7 @@ module tf_bridge_objects
   use, intrinsic :: iso_fortran_env, only: int64
   use tf_bridge_c
   use tf_bridge_pb, only: span, next_field, read_varint
+  use tf_bridge_graph, only: text_t, string_const, restore_v2
   implicit none
   private
   public :: restore_objects
@@ -49,7 +50,6 @@ module tf_bridge_objects
   character(len=*), parameter :: OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
   character(len=*), parameter :: VARIABLE_VALUE = "VARIABLE_VALUE"
   character(len=*), parameter :: SCOPE = "restore_saved_objects/"
-  integer(c_size_t), parameter :: TSTRING_SIZE = 24          ! sizeof(TF_TString)
 
   ! A SavedObjectGraph or a TrackableObjectGraph: node k (1-based) is id k-1;
   ! names and keys are spans of the buffer it was read from.
@@ -66,20 +66,17 @@ module tf_bridge_objects
     integer, allocatable :: fn_first(:), fn_count(:), bound(:)
   end type
 
-  type :: text_t
-    character(len=:), allocatable :: s
-  end type
-
 contains
 
   ! Restores the variables that only the object graph restores (see above).
   ! meta: the serialized MetaGraphDef; restore_op: the SaverDef's restore op
   ! ("" when none).  code is TF_OK, or TF's code with message saying why.
-  subroutine restore_objects(graph, session, meta, export_dir, restore_op, code, message)
+  subroutine restore_objects(graph, session, meta, export_dir, restore_op, code, message, assigned)
     type(c_ptr), intent(in) :: graph, session
     integer(c_int8_t), intent(in) :: meta(:)
     character(*), intent(in) :: export_dir, restore_op
     integer, intent(out) :: code
+    integer, intent(out) :: assigned                  ! variables given their objects' values here
     character(len=:), allocatable, intent(out) :: message
     type(object_graph) :: saved, trackable
     type(span) :: whole, sp
@@ -93,6 +90,7 @@ contains
     logical :: found, ok
     code = TF_OK
     message = ""
+    assigned = 0
     whole%first = 0
     pos = 1
     do while (next_field(meta, pos, size(meta, kind=int64), number, val, sp))
@@ -143,6 +141,7 @@ contains
     if (size(chosen) == 0) return
     call assign_restored(graph, session, prefix, chosen, keys, dtypes, saved, meta, chosen_nodes, ok, code, &
          message)
+    if (code == TF_OK) assigned = size(chosen)
   end subroutine
 
   ! --- the object graphs ---------------------------------------------------------
@@ -532,54 +531,6 @@ contains
     end do
     if (rank == 0) dims = [0_c_int64_t]          ! (TF_SetAttrShape reads none of it)
   end subroutine
-
-  ! RestoreV2 of keys (whole tensors) from the checkpoint prefix, in g under scope.
-  type(c_ptr) function restore_v2(g, scope_name, prefix, keys, dtypes, s) result(op)
-    type(c_ptr), intent(in) :: g, s
-    character(*), intent(in) :: scope_name, prefix
-    type(text_t), intent(in) :: keys(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    type(text_t) :: blanks(size(keys))
-    type(c_ptr) :: desc, inputs(3)
-    integer :: i
-    op = c_null_ptr
-    do i = 1, size(keys)
-      blanks(i)%s = ""
-    end do
-    inputs(1) = string_const(g, scope_name // "prefix", [text_t(prefix)], .true., s)
-    if (TF_GetCode(s) == TF_OK) inputs(2) = string_const(g, scope_name // "tensor_names", keys, .false., s)
-    if (TF_GetCode(s) == TF_OK) inputs(3) = string_const(g, scope_name // "shape_and_slices", blanks, .false., s)
-    if (TF_GetCode(s) /= TF_OK) return
-    desc = TF_NewOperation(g, "RestoreV2" // c_null_char, scope_name // "RestoreV2" // c_null_char)
-    do i = 1, 3
-      call TF_AddInput(desc, tf_output_c(inputs(i), 0_c_int))
-    end do
-    call TF_SetAttrTypeList(desc, "dtypes" // c_null_char, dtypes, int(size(dtypes), c_int))
-    op = TF_FinishOperation(desc, s)
-  end function
-
-  ! A Const string tensor: a scalar, or a vector of the values.
-  type(c_ptr) function string_const(g, name, values, scalar, s) result(op)
-    type(c_ptr), intent(in) :: g, s
-    character(*), intent(in) :: name
-    type(text_t), intent(in) :: values(:)
-    logical, intent(in) :: scalar
-    type(c_ptr) :: t, desc, element
-    integer(c_int64_t) :: dims(1)
-    integer :: i
-    dims(1) = size(values)
-    t = TF_AllocateTensor(TF_STRING, dims, merge(0_c_int, 1_c_int, scalar), TSTRING_SIZE * size(values))
-    do i = 1, size(values)
-      element = transfer(transfer(TF_TensorData(t), 0_c_intptr_t) + (i - 1) * TSTRING_SIZE, c_null_ptr)
-      call TF_StringInit(element)
-      call TF_StringCopy(element, values(i)%s // c_null_char, int(len(values(i)%s), c_size_t))
-    end do
-    desc = TF_NewOperation(g, "Const" // c_null_char, name // c_null_char)
-    call TF_SetAttrTensor(desc, "value" // c_null_char, t, s)
-    call TF_SetAttrType(desc, "dtype" // c_null_char, TF_STRING)
-    op = TF_FinishOperation(desc, s)      ! (it frees desc, also when it fails)
-    call TF_DeleteTensor(t)
-  end function
 
   function itoa(i) result(s)
     integer, intent(in) :: i

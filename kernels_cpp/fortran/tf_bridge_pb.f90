@@ -9,6 +9,8 @@
 !   TensorInfo:   name 1, dtype 2, tensor_shape 3 (sparse 4, composite 5)
 !   TensorShapeProto: dim 2 {size 1}, unknown_rank 3
 !   SaverDef: filename_tensor_name 1, save_tensor_name 2, restore_op_name 3
+!   MetaGraphDef: collection_def 4 (map<string, CollectionDef>)
+!   CollectionDef: bytes_list 2 {value 1};  VariableDef: variable_name 1
 module tf_bridge_pb
   use, intrinsic :: iso_c_binding, only: c_int8_t
   use, intrinsic :: iso_fortran_env, only: int64
@@ -208,11 +210,14 @@ contains
   end subroutine
 
   ! The signatures (in the order the file holds them; TF writes map entries
-  ! sorted by key) and the SaverDef of a serialized MetaGraphDef.
-  subroutine parse_meta_graph(buf, signatures, saver, ok)
+  ! sorted by key), the SaverDef, and the variables of the collection
+  ! "trainable_variables" ("op:0" names; not allocated without that collection)
+  ! of a serialized MetaGraphDef.
+  subroutine parse_meta_graph(buf, signatures, saver, trainable, ok)
     integer(c_int8_t), intent(in) :: buf(:)
     type(tf_signature), allocatable, intent(out) :: signatures(:)
     type(tf_saver_def), intent(out) :: saver
+    character(len=TF_NAME_LEN), allocatable, intent(out) :: trainable(:)
     logical, intent(out) :: ok
     type(tf_signature), allocatable :: grown(:)
     integer(int64) :: pos, pos2, val, val2, last
@@ -234,8 +239,48 @@ contains
           if (number2 == 2) saver%save_tensor = text(buf, sp2)
           if (number2 == 3) saver%restore_op = text(buf, sp2)
         end do
+      else if (number == 4) then
+        call parse_trainable(buf, sp, trainable)
       end if
     end do
     ok = pos == last + 1
+  end subroutine
+
+  ! A map<string, CollectionDef> entry: when its key is "trainable_variables",
+  ! the variable_name of each VariableDef of its bytes_list.
+  subroutine parse_trainable(buf, whole, names)
+    integer(c_int8_t), intent(in) :: buf(:)
+    type(span), intent(in) :: whole
+    character(len=TF_NAME_LEN), allocatable, intent(inout) :: names(:)
+    character(len=TF_NAME_LEN), allocatable :: grown(:)
+    integer(int64) :: pos, pos2, pos3, val
+    integer :: number
+    type(span) :: sp, sp2, sp3, value
+    logical :: wanted
+    wanted = .false.
+    value%first = 0
+    pos = whole%first
+    do while (next_field(buf, pos, whole%last, number, val, sp))
+      if (number == 1) wanted = text(buf, sp) == "trainable_variables"
+      if (number == 2) value = sp
+    end do
+    if (.not. wanted .or. value%first == 0) return
+    if (.not. allocated(names)) allocate(names(0))
+    pos = value%first
+    do while (next_field(buf, pos, value%last, number, val, sp))
+      if (number /= 2) cycle                            ! bytes_list
+      pos2 = sp%first
+      do while (next_field(buf, pos2, sp%last, number, val, sp2))
+        if (number /= 1) cycle                          ! a VariableDef
+        pos3 = sp2%first
+        do while (next_field(buf, pos3, sp2%last, number, val, sp3))
+          if (number /= 1) cycle                        ! its variable_name
+          allocate(grown(size(names) + 1))
+          grown(1:size(names)) = names
+          grown(size(grown)) = text(buf, sp3)
+          call move_alloc(grown, names)
+        end do
+      end do
+    end do
   end subroutine
 end module tf_bridge_pb

@@ -9,7 +9,7 @@
 // its dependency scope, and if libjulia (and its libLLVM) arrived in that
 // same scope, LLVM's static initialisers would bind to the LLVM inside TF
 // and crash.  Opened by itself, libtfjl_julia.so's scope holds only Julia's
-// libraries (see README.md, "Two libraries").
+// libraries (see docs/internals/kernels-cpp.md, "Two libraries").
 //
 // Every function of the table runs on Julia's thread.
 #ifndef TFJL_SRC_JULIA_SIDE_H_

@@ -1,4 +1,6 @@
 """`tfbridge gradtest DIR`: the convergence test run on a custom op from its folder."""
+import os
+import shutil
 import subprocess
 import sys
 
@@ -6,6 +8,7 @@ import numpy as np
 import pytest
 
 from bridge import customop
+from support import REPO
 from support.build import op_folder
 from support.cli import tfbridge
 
@@ -64,7 +67,7 @@ def test_an_op_without_float_arguments_has_no_gradient_to_test(tmp_path):
     (folder / "custom_op.txt").write_text("JlCountPositive\nint64 x(n)\nint64 c() -> output\n")
     (folder / "jl_count_positive.jl").write_text("jl_count_positive(c, x) = (c[] = count(>(0), x); nothing)\n")
     proc = _gradtest(folder)
-    assert proc.returncode == 2  # the test cannot run, as README says: not a FAIL
+    assert proc.returncode == 2  # the test cannot run, as docs/guides/julia-ops.md says: not a FAIL
     assert "no gradient to test" in proc.stderr
 
 
@@ -278,3 +281,129 @@ def test_without_matplotlib_the_verdict_stands_and_the_plot_is_skipped(scaled, t
     assert proc.returncode == 0 and "PASS" in out, out
     assert "convergence plot skipped" in out and "matplotlib" in out
     assert not (tmp_path / "p.png").exists()
+
+
+# --- float32 ops, copied folders, order 2 ---------------------------------------------------
+
+SOFTPLUS32_SPEC = "JlSoftplus32\nfloat x(n)\nfloat y(n) -> output\n"
+SOFTPLUS32_JL = """
+jl_softplus32(y, x) = (y .= log1p.(exp.(x)); nothing)
+jl_softplus32_grad(gx, gy, y, x) = (gx .= gy ./ (1 .+ exp.(-x)); nothing)
+"""
+
+
+@pytest.fixture(scope="module")
+def softplus32(tmp_path_factory):
+    folder = op_folder(tmp_path_factory.mktemp("float32"), "JlSoftplus32", SOFTPLUS32_SPEC, SOFTPLUS32_JL)
+    customop.build(folder)
+    return folder
+
+
+def _python(*args: str) -> subprocess.CompletedProcess:
+    """``python ARGS...`` with this checkout's bridge first on PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def _tested_folder(out: str, op: str) -> str:
+    """The op folder gradtest says it tested (its line 'gradtest OP: op folder PATH')."""
+    head = f"gradtest {op}: op folder "
+    lines = [line[len(head):] for line in out.splitlines() if line.startswith(head)]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def test_a_float32_op_passes_on_the_default_samples(softplus32):
+    """Issue 36: a float32 softplus FAILed ('only one step rose above roundoff'), exit 1."""
+    proc = _gradtest(softplus32)
+    out = _no_traceback(proc)
+    assert proc.returncode == 0, out
+    assert "JlSoftplus32: gradcheck PASS" in out
+    assert ("evaluated in float32: f does not accept float64 (TypeError: JlSoftplus32: input 'x' must be "
+            "float32, but 'x0:0' is float64)") in out
+    assert _tested_folder(out, "JlSoftplus32") == str(softplus32.resolve())
+
+
+def test_a_copied_folder_is_the_one_tested(scaffold, tmp_path):
+    """Issue 36: after cp -r and a wrong gradient in the copy, gradtest of the copy tested the
+    original (its build, a cache hit, held a gradtest.py naming the original) and said PASS."""
+    key = customop.build(scaffold).parent.name
+    copy = tmp_path / "jl_square_v2"
+    shutil.copytree(scaffold, copy)
+    source = (scaffold / "jl_square.jl").read_text()
+    (copy / "jl_square.jl").write_text(source.replace("grad_x .= 2 .* x", "grad_x .= 3 .* x"))
+    builds = sorted(p.name for p in (scaffold / "build").iterdir() if p.is_dir())
+    proc = _gradtest(copy)
+    out = _no_traceback(proc)
+    assert proc.returncode == 1, out
+    assert _tested_folder(out, "JlSquare") == str(copy.resolve())
+    assert "JlSquare: gradcheck FAIL: first-order slope 1.0" in out
+    # The copy's build was the original's, copied (the key depends on the spec): no rebuild.
+    assert sorted(p.name for p in (copy / "build").iterdir() if p.is_dir()) == builds
+    # Its gradtest.py, run directly, tests the copy too; the original still passes.
+    script = copy / "build" / key / "gradtest.py"
+    proc = _python(str(script))
+    out = _no_traceback(proc)
+    assert proc.returncode == 1 and _tested_folder(out, "JlSquare") == str(copy.resolve()), out
+    proc = _gradtest(scaffold)
+    assert proc.returncode == 0 and _tested_folder(proc.stdout, "JlSquare") == str(scaffold.resolve())
+
+
+def test_a_gradtest_script_refuses_a_folder_whose_spec_changed(scaffold, tmp_path):
+    key = customop.build(scaffold).parent.name
+    copy = tmp_path / "changed"
+    shutil.copytree(scaffold, copy)
+    spec = copy / "custom_op.txt"
+    spec.write_text(spec.read_text() + "# a comment changes the spec's text\n")
+    script = copy / "build" / key / "gradtest.py"
+    proc = _python(str(script))
+    out = _no_traceback(proc)
+    assert proc.returncode == 2, out
+    assert (f"gradtest JlSquare: {copy.resolve() / 'custom_op.txt'} has changed since this script was "
+            f"generated (from {script.parent / 'custom_op.txt'}): run `tfbridge gradtest {copy.resolve()}`") in out
+
+
+def test_order_2_of_a_julia_op_says_its_gradient_op_has_no_gradient(softplus32):
+    proc = _gradtest(softplus32, "--order", "2")
+    out = _no_traceback(proc)
+    assert proc.returncode == 2, out
+    assert "JlSoftplus32: gradcheck CANNOT TEST (order 2)" in out
+    assert ("cannot test the Hessian: the gradient of f is not differentiable: No gradient defined for "
+            "operation 'gradcheck/gradients/JlSoftplus32_grad/JlSoftplus32Grad' (op type: JlSoftplus32Grad)") in out
+    assert "convergence plot skipped: no step was evaluated" in out
+
+
+# JlNamed's gradient op, JlNamedGrad (inputs gy, y, x, fn), differentiated in Python: d(gx)/d(gy) =
+# cos(x) and d(gx)/dx = -sin(x) gy for fn = "sin", or twice that (wrong).
+SECOND_ORDER = """
+import sys
+import numpy as np
+import bridge
+from bridge import ops
+from bridge.grad.gradient_check import gradcheck
+
+named = bridge.customop.load(sys.argv[1]).jl_named
+for name, factor in (("Right", 1.0), ("Wrong", 2.0)):
+    @bridge.RegisterGradient(f"JlNamedGradGrad{name}")
+    def _grad(op, grad, factor=factor):
+        gy, _, x, _ = op.inputs
+        return [grad * ops.cos(x), None, grad * gy * -ops.sin(x) * factor, None]
+
+x0 = np.array([0.3, -0.7, 1.2, 0.5])
+for name in ("Right", "Wrong"):
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder("float64", [4], name="x")
+        y = named(x, "sin")
+    with g.gradient_override_map({"JlNamedGrad": f"JlNamedGradGrad{name}"}):
+        result = gradcheck(y, x0, x=x, order=2)
+    print(name, result.verdict, round(result.slope_second, 1))
+"""
+
+
+def test_order_2_of_a_julia_op_whose_gradient_op_has_a_right_and_a_wrong_gradient(named, tmp_path):
+    script = tmp_path / "second_order.py"
+    script.write_text(SECOND_ORDER)
+    proc = _python(str(script), str(named))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-2:] == ["Right PASS 3.0", "Wrong FAIL 2.0"], proc.stdout

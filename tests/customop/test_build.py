@@ -506,8 +506,8 @@ def test_prune_keeps_the_newest_builds_and_drops_leftovers(tmp_path):
 
 def _closure(*modules: str) -> set[Path]:
     """The bridge modules ``modules`` import, transitively, by the import graph's own reading."""
-    from test_import_graph import _modules, import_graph
-    graph, sources = import_graph(), _modules()
+    from support.imports import import_graph, modules as bridge_modules
+    graph, sources = import_graph(), bridge_modules()
     seen, todo = set(), list(modules)
     while todo:
         m = todo.pop()

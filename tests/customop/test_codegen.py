@@ -2,12 +2,11 @@
 
 After an intended change to a template or to codegen.py, regenerate them with
     TFBRIDGE_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/customop/test_codegen.py
-and review the diff.
+and review the diff (refused on CI: tests/support/golden.py).
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,9 +18,10 @@ import pytest
 from bridge.customop import codegen, init
 from bridge.customop.spec import parse
 from support import TESTS
+from support.golden import update_requested
 
 GOLDEN = TESTS / "golden" / "customop"
-UPDATE = os.environ.get("TFBRIDGE_UPDATE_GOLDEN") == "1"
+UPDATE = update_requested()
 CASES = sorted(p.name for p in GOLDEN.iterdir()
                if (p / "custom_op.txt").is_file() and p.name != "scaffold")
 
@@ -40,7 +40,7 @@ def _outputs(case: str) -> dict[str, str]:
     if case == "TwoLayer":  # the other files vary less with the spec: one case pins them
         out["CMakeLists.txt"] = codegen.cmake_lists(spec)
         out["two_layer.jl"] = codegen.julia_stub(spec)
-        out["gradtest.py"] = codegen.gradtest_script(spec, "ops/two_layer")
+        out["gradtest.py"] = codegen.gradtest_script(spec)
     return out
 
 
@@ -204,7 +204,7 @@ def _generation_seconds(spec_text: str) -> float:
     codegen.cmake_lists(spec)
     codegen.entries_source(spec)
     codegen.julia_stub(spec)
-    codegen.gradtest_script(spec, "/ops/Many")
+    codegen.gradtest_script(spec)
     return time.process_time() - started
 
 

@@ -87,7 +87,8 @@ def test_values_and_gradients_are_stock_tensorflows(cfun, oracle):
     modes = (None, bridge.SessionConfig(julia_thread=True), bridge.SessionConfig(inline_small_graphs=0))
     for config in modes:
         with bridge.Session(g, config=config) as sess:
-            got = dict(zip(["y", "v", "r", "grad_z", "grad_w", "grad_s"], sess.run([y, v, r] + grads, feed)))
+            got = dict(zip(["y", "v", "r", "grad_z", "grad_w", "grad_s"], sess.run([y, v, r] + grads, feed),
+                           strict=True))
         for name, value in got.items():
             expected = want[name]
             assert value.dtype == expected.dtype and value.shape == expected.shape, (name, value.dtype)

@@ -120,7 +120,7 @@ def _graph(echo, forms):
                          ids=["filled", "empty", "ones"])
 def test_every_dtype_and_form_exactly_in_every_scheduling_mode(echo, mode, sizes):
     g, inputs, outs = _graph(echo, range(5))
-    shapes = dict(zip(DTYPES, [(sizes[0],), *sizes[1:]]))
+    shapes = dict(zip(DTYPES, [(sizes[0],), *sizes[1:]], strict=True))
     feed = {inputs[name]: _values(DTYPES[name], shapes[name], seed=k) for k, name in enumerate(DTYPES)}
     m = shapes["a"][0]
     s_want = np.arange(1.0, m + 1)
@@ -129,7 +129,7 @@ def test_every_dtype_and_form_exactly_in_every_scheduling_mode(echo, mode, sizes
         for _ in range(2):  # the second run takes recycled buffers
             got = sess.run(outs, feed)
             for form, values in got.items():
-                for name, out in zip(DTYPES, values[:6]):
+                for name, out in zip(DTYPES, values[:6], strict=True):
                     want = feed[inputs[name]]
                     where = f"form {form}, output {name}2"
                     assert out.dtype == want.dtype and out.shape == want.shape, (where, out.dtype, out.shape)
@@ -147,7 +147,7 @@ def test_every_dtype_and_form_exactly_in_every_scheduling_mode(echo, mode, sizes
 def test_shape_checks_and_unassigned_outputs_are_errors_and_the_session_goes_on(echo, mode):
     g, inputs, outs = _graph(echo, [0, 5, 6, 7])
     feed = {inputs[name]: _values(DTYPES[name], shape, seed=1)
-            for name, shape in zip(DTYPES, [(5,), (2, 3), (1, 2, 3), (2, 2), (1, 1, 2), (1, 2)])}
+            for name, shape in zip(DTYPES, [(5,), (2, 3), (1, 2, 3), (2, 2), (1, 1, 2), (1, 2)], strict=True)}
     with bridge.Session(g, config=MODES[mode]) as sess:
         with pytest.raises(errors.InvalidArgumentError, match=re.escape(
                 "DynEcho: output 't' dimension 0 is j, which output 's' sets to 5, but dyn_echo returned 6")):
@@ -166,7 +166,7 @@ def test_shape_checks_and_unassigned_outputs_are_errors_and_the_session_goes_on(
 def test_errors_name_dynamic_outputs_by_their_spec_names(echo, mode):
     g, inputs, outs = _graph(echo, [8])
     feed = {inputs[name]: _values(DTYPES[name], shape, seed=1)
-            for name, shape in zip(DTYPES, [(5,), (2, 3), (1, 2, 3), (2, 2), (1, 1, 2), (1, 2)])}
+            for name, shape in zip(DTYPES, [(5,), (2, 3), (1, 2, 3), (2, 2), (1, 1, 2), (1, 2)], strict=True)}
     with bridge.Session(g, config=MODES[mode]) as sess:
         with pytest.raises(errors.InvalidArgumentError, match=re.escape(
                 "DynEcho: Julia function dyn_echo failed: ArgumentError: dynamic output 'a2' holds a String, "

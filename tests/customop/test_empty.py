@@ -7,7 +7,7 @@ broadcasting took the input for an alias of the output).
 Here every spec feature with every dimension 0: static sizes, named and
 computed dimensions, every numeric dtype at ranks 1-3 (the compiled-entry
 path), dynamic outputs and string tensors (the generic path), forward and
-gradient, in each scheduling mode (README, "Threads"): TF's caller thread,
+gradient, in each scheduling mode (docs/internals/threads.md): TF's caller thread,
 TF's pool, a julia_thread session, and TFBRIDGE_JULIA_ASYNC=0 in a child.
 """
 from __future__ import annotations
@@ -86,13 +86,12 @@ end
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory):
+def ops(tmp_path_factory, twice_folder):
     """The template op Twice as `customop init` writes it, and the two ops above."""
     missing = toolchain_missing()
     if missing:
         pytest.skip(missing)
-    twice = tmp_path_factory.mktemp("empty") / "Twice"
-    customop.init("Twice", twice)
+    twice = twice_folder
     (entry_dir, entry), (generic_dir, generic) = load_ops(
         tmp_path_factory, "empty", {"ZeroEntry": (ENTRY_SPEC, ENTRY_JULIA), "ZeroGeneric": (GENERIC_SPEC, GENERIC_JULIA)})
     return {"twice": (twice, customop.load(twice)), "entry": (entry_dir, entry), "generic": (generic_dir, generic)}

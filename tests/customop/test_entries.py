@@ -109,7 +109,7 @@ def test_every_dtype_rank_and_attribute_type_through_the_entry_matches_the_gener
     finally:
         julia.register_entry("Mixed", pointer)
     assert calls == 0
-    for x, y in zip(through_entry, generic):
+    for x, y in zip(through_entry, generic, strict=True):
         assert x.dtype == y.dtype and x.shape == y.shape
         np.testing.assert_array_equal(x, y)
 

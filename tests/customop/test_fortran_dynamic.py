@@ -1,4 +1,4 @@
-"""Fortran ops with dynamic outputs (README, "Fortran subroutines as ops"; issue #29 part 2).
+"""Fortran ops with dynamic outputs (docs/guides/fortran-ops.md; issue #29 part 2).
 
 An output whose size nothing in the spec determines (a ``?``, or a name no
 input or int attribute sets) is sized by the op's size subroutine
@@ -28,7 +28,7 @@ import pytest
 import bridge
 from bridge import customop
 from bridge.customop import fortran
-from support import REPO
+from support.docs import block
 from support.cli import tfbridge
 from support.threads import run_threads_for
 
@@ -177,7 +177,7 @@ def test_forward_matches_numpy_with_sizes_the_input_values_set(ops):
             for _ in range(25):
                 x, r = _inputs(rng)
                 got = sess.run(outs, {ph[0]: x, ph[1]: r})
-                for name, a, b in zip(["y", "src", "pos", "win"], got, _reference(x, r, **attrs)):
+                for name, a, b in zip(["y", "src", "pos", "win"], got, _reference(x, r, **attrs), strict=True):
                     assert a.shape == b.shape and a.dtype == b.dtype, (name, a.shape, b.shape, a.dtype)
                     np.testing.assert_array_equal(a, b, err_msg=name)
                 sizes.add(got[0].shape[0])
@@ -312,17 +312,12 @@ def test_a_size_inside_an_expression_is_a_spec_error_naming_the_line(tmp_path):
 
 
 def test_readme_dynamic_output_example_runs(tmp_path):
-    """README, "Fortran subroutines as ops": the Positives spec and subroutines build, and the op
+    """docs/guides/fortran-ops.md: the Positives spec and subroutines build, and the op
     and its gradient agree with numpy, an empty output included."""
-    import re
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### Fortran subroutines as ops"):]
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
     folder = tmp_path / "positives"
     folder.mkdir()
-    (folder / "custom_op.txt").write_text(next(code for kind, code in blocks if code.startswith("Positives\n")))
-    (folder / "positives.f90").write_text(next(code for kind, code in blocks
-                                               if kind == "fortran" and "positives_size" in code))
+    (folder / "custom_op.txt").write_text(block("docs/guides/fortran-ops.md", "", "Positives\n"))
+    (folder / "positives.f90").write_text(block("docs/guides/fortran-ops.md", "fortran", "positives_size"))
     ops = customop.load(folder)
     g = bridge.Graph()
     with g.as_default():

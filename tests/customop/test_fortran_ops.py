@@ -1,4 +1,4 @@
-"""Fortran subroutines as TensorFlow ops (README, "Fortran subroutines as ops"; issue #29 part 2).
+"""Fortran subroutines as TensorFlow ops (docs/guides/fortran-ops.md; issue #29 part 2).
 
 One op folder, built once for the module (with run-time checks:
 TFBRIDGE_FORTRAN_DEBUG=1), covers every dtype a Fortran op takes, named
@@ -27,6 +27,7 @@ from bridge import customop
 from bridge.customop import fortran
 from support import REPO, TESTS
 from support.cli import tfbridge
+from support.docs import block
 from support.threads import run_threads_for
 
 pytestmark = pytest.mark.skipif(shutil.which("gfortran") is None, reason="gfortran is not installed")
@@ -177,9 +178,9 @@ def test_forward_matches_numpy_with_named_dims_attrs_and_every_dtype(mix):
         with bridge.Session(g) as sess:
             for m, n in [(3, 4), (1, 7), (5, 2), (0, 3)]:
                 values = _inputs(rng, m, n)
-                got = sess.run(outs, dict(zip(ph, values)))
+                got = sess.run(outs, dict(zip(ph, values, strict=True)))
                 want = _reference(*values, **attrs)
-                for name, a, b in zip(["y", "r", "c", "g", "zz", "rr"], got, want):
+                for name, a, b in zip(["y", "r", "c", "g", "zz", "rr"], got, want, strict=True):
                     assert a.shape == b.shape, (name, a.shape, b.shape)
                     assert a.dtype == np.asarray(b).dtype, (name, a.dtype)
                     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12, err_msg=name)
@@ -202,7 +203,7 @@ def test_loading_and_running_a_fortran_op_starts_no_julia(mix):
         module = customop.load({str(folder)!r})
         g, ph, outs = t._graph(module)
         with bridge.Session(g) as sess:
-            sess.run(outs[1], dict(zip(ph, t._inputs(np.random.default_rng(9)))))
+            sess.run(outs[1], dict(zip(ph, t._inputs(np.random.default_rng(9)), strict=True)))
         from bridge.julia import host
         assert not host.is_initialized(), "Julia was started"
         print("no julia")
@@ -220,7 +221,7 @@ def test_named_dimension_mismatch_is_invalid_argument(mix):
     values[1] = np.ones(5)                         # w(n) with n = 4 from x
     with bridge.Session(g) as sess:
         with pytest.raises(bridge.errors.InvalidArgumentError, match=r"input 'w' must have shape \(n\) with n = 4"):
-            sess.run(outs[0], dict(zip(ph, values)))
+            sess.run(outs[0], dict(zip(ph, values, strict=True)))
 
 
 def test_gradients_match_numpy(mix):
@@ -235,7 +236,7 @@ def test_gradients_match_numpy(mix):
                 + bridge.ops.real(bridge.ops.sum(zz * wz, 0), Tout=bridge.float64))
         grads = bridge.gradients(loss, [ph[0], ph[1], ph[2], ph[5], ph[6]])
     with bridge.Session(g) as sess:
-        gx, gw, gs, gf, gz = sess.run(grads, dict(zip(ph, values)))
+        gx, gw, gs, gf, gz = sess.run(grads, dict(zip(ph, values, strict=True)))
     mk = mask.astype(float)
     np.testing.assert_allclose(gx, 1.5 * w * mk * wy + np.outer(wr, w) + wrr[:12].reshape(3, 4), rtol=1e-12)
     np.testing.assert_allclose(gw, (1.5 * x * mk * wy).sum(0) + wr @ x, rtol=1e-12)
@@ -263,9 +264,9 @@ def test_error_stop_is_a_tf_error_and_the_session_goes_on(mix):
         values[2] = -200.0
         with pytest.raises(bridge.errors.InvalidArgumentError,
                            match=r"FortranMix: Fortran subroutine fortran_mix failed: ERROR STOP s must be at least -100"):
-            sess.run(outs[0], dict(zip(ph, values)))
+            sess.run(outs[0], dict(zip(ph, values, strict=True)))
         values[2] = 1.0
-        np.testing.assert_allclose(sess.run(outs[1], dict(zip(ph, values))), values[0] @ values[1])
+        np.testing.assert_allclose(sess.run(outs[1], dict(zip(ph, values, strict=True))), values[0] @ values[1])
 
 
 def test_bounds_check_failure_is_a_tf_error_naming_file_and_line(mix):
@@ -278,9 +279,9 @@ def test_bounds_check_failure_is_a_tf_error_naming_file_and_line(mix):
         with pytest.raises(bridge.errors.InternalError,
                            match=rf"At line {line} of file .*fortran_mix.f90: Fortran runtime error: "
                                  r"Index '4' of dimension 1 of array 'r' above upper bound of 3"):
-            sess.run(outs[1], dict(zip(ph, values)))
+            sess.run(outs[1], dict(zip(ph, values, strict=True)))
         values[2] = 0.5
-        assert sess.run(outs[1], dict(zip(ph, values))).shape == (3,)
+        assert sess.run(outs[1], dict(zip(ph, values, strict=True))).shape == (3,)
 
 
 @pytest.mark.parametrize("seconds", [3, pytest.param(10, marks=pytest.mark.slow)])
@@ -294,11 +295,14 @@ def test_eight_threads_at_once_give_right_results(mix, seconds):
         def step(t, rng):
             m, n = int(rng.integers(1, 40)), int(rng.integers(1, 40))
             values = _inputs(rng, m, n)
-            got_y, got_r, got_gx = sess.run([y, r, gx], dict(zip(ph, values)))
+            got_y, got_r, got_gx = sess.run([y, r, gx], dict(zip(ph, values, strict=True)))
             want = _reference(*values)
             where = f"thread {t}, m={m}, n={n}"
             np.testing.assert_allclose(got_y, want[0], rtol=1e-12, err_msg=where)
-            np.testing.assert_allclose(got_r, want[1], rtol=1e-12, err_msg=where)
+            # r = x @ w: each element to 1e-12 of the sum of its terms' sizes (a relative
+            # tolerance fails an element that cancels to near zero, by rounding alone).
+            error, bound = np.abs(got_r - want[1]), 1e-12 * (np.abs(values[0]) @ np.abs(values[1]))
+            assert got_r.shape == (m,) and np.all(error <= bound), f"{where}: r off by {error.max()} (bound {bound})"
             np.testing.assert_allclose(got_gx, np.broadcast_to(values[1], (m, n)), rtol=1e-12, err_msg=where)
         run_threads_for(step, 8, seconds, seed=100)
 
@@ -309,6 +313,12 @@ def test_init_fortran_scaffolds_a_working_op_and_stub_prints_its_subroutines(tmp
     assert done.returncode == 0, done.stderr
     folder = tmp_path / "fttwice"
     assert sorted(p.name for p in folder.iterdir()) == ["custom_op.txt", "ft_twice.f90"]
+    # The spec's comment speaks of Fortran: no Julia function, no string type or attribute.
+    spec = (folder / "custom_op.txt").read_text()
+    assert "julia" not in spec.lower() and "string" not in spec, spec
+    assert spec.splitlines()[0] == "# custom_op.txt: the spec of the TensorFlow op FtTwice, computed by Fortran."
+    assert "#   @forward sub          the Fortran subroutine (default: the op name in snake_case)" in spec
+    assert "dynamic: the subroutine <forward>_size sets its size" in spec
     stub = tfbridge("customop", "stub", str(folder), cwd=tmp_path)
     assert stub.returncode == 0, stub.stderr
     assert "subroutine ft_twice(n, y, x)" in stub.stdout
@@ -337,9 +347,13 @@ def _scaffold(tmp_path: Path, name: str, edit) -> Path:
 def test_fortran_compile_error_is_a_build_error_with_file_and_line(tmp_path):
     folder = _scaffold(tmp_path, "FtBad", lambda text: text.replace("y = 2 * x", "y = 2 * undeclared_q"))
     line = (folder / "ft_bad.f90").read_text().splitlines().index("  y = 2 * undeclared_q") + 1
-    with pytest.raises(customop.BuildError, match=rf"ft_bad.f90:{line}:\d+: Error: Symbol 'undeclared_q' at \(1\) "
-                                                  r"has no IMPLICIT type"):
+    with pytest.raises(customop.BuildError) as raised:
         customop.build(folder, progress=lambda _: None)
+    # The message, the line its "(1)" points at (gfortran quotes none for the op's own file, which
+    # the generated code includes) and a marker under column 22, where undeclared_q starts.
+    assert (f"  ft_bad.f90:{line}:22: Error: Symbol 'undeclared_q' at (1) has no IMPLICIT type\n"
+            f"  {line:>5} |   y = 2 * undeclared_q\n"
+            f"        | {' ' * 21}1\n") in str(raised.value), str(raised.value)
 
 
 def test_a_subroutine_that_does_not_match_the_spec_is_a_build_error(tmp_path):
@@ -370,14 +384,10 @@ def test_what_fortran_cannot_take_is_a_spec_error_naming_the_line(tmp_path, line
 
 
 def test_readme_fortran_example_runs(tmp_path):
-    """README, "Fortran subroutines as ops": its spec and subroutines build, and the op and
+    """docs/guides/fortran-ops.md: its spec and subroutines build, and the op and
     its gradient agree with numpy."""
-    import re
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### Fortran subroutines as ops"):]
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
-    spec = next(code for kind, code in blocks if kind == "" and code.startswith("Scale\n"))
-    source = next(code for kind, code in blocks if kind == "fortran")
+    spec = block("docs/guides/fortran-ops.md", "", "Scale\n")
+    source = block("docs/guides/fortran-ops.md", "fortran", "subroutine scale(")
     folder = tmp_path / "scale"
     folder.mkdir()
     (folder / "custom_op.txt").write_text(spec)

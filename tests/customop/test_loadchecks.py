@@ -10,6 +10,8 @@ One op, LoadProbe, is built once; its Julia functions live in a module
 (`@forward LoadProbeJl.sinc`), so each test's file replaces them all."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -74,10 +76,14 @@ def probe(tmp_path_factory):
     _write(folder, "# defines nothing the spec names\nprobe_helper(x) = x\n")
     with warnings.catch_warnings(record=True) as announced:
         warnings.simplefilter("always")
-        customop.build(folder)
+        customop.build(folder)  # (the announcement's line: BUILD_LINE)
     with pytest.raises(customop.JuliaFunctionError) as missing:
         customop.load(folder)
     return folder, missing.value, [w for w in announced if issubclass(w.category, customop.DynamicOutputWarning)]
+
+
+BUILD_LINE = next(n for n, line in enumerate(Path(__file__).read_text().splitlines(), start=1)
+                  if line.endswith("# (the announcement's line: BUILD_LINE)"))
 
 
 def test_an_output_rebound_with_equals_is_refused_before_compiling_naming_file_line_and_fix(tmp_path):
@@ -197,22 +203,62 @@ def test_a_method_error_against_read_only_inputs_says_how_to_annotate(probe):
             "AbstractVector{Float64} (not Vector{Float64}), or not at all") in str(info.value)
 
 
+#: What the announcement says after naming the outputs: no size guessed from the inputs.
+ANNOUNCED = ("which costs an array of Julia's and a copy of it, and leaves the op without a compiled entry and "
+             "the output without a static shape. Where an output's size follows from the inputs' sizes, name "
+             "those dimensions in the spec (as x(n, d), y(m, d) and z(n, m) -> output); where only the values "
+             "decide it, '?' is right (filter bridge.customop.DynamicOutputWarning)")
+
+
 @needs_toolchain
-def test_an_output_dynamic_only_because_of_a_question_mark_is_announced_at_build(probe):
+def test_an_output_dynamic_only_because_of_a_question_mark_is_announced_at_the_users_build(probe):
     folder, _, announced = probe
     assert [str(w.message) for w in announced] == [
-        f"{folder / 'custom_op.txt'}:4: z(?) is dynamic: nothing determines its size; write z(n) with x(n) to "
-        "give it x's size"]
+        f"{folder / 'custom_op.txt'}:4: op LoadProbe: output z(?) (line 4) is dynamic only because of '?': "
+        f"Julia assigns it (z[] = A), {ANNOUNCED}"]
+    assert (announced[0].filename, announced[0].lineno) == (__file__, BUILD_LINE)  # the call, not the bridge's code
 
 
 def test_the_announcement_names_only_outputs_a_question_mark_makes_dynamic():
     spec = customop.parse("Dyn\ndouble x(?)\nint32 k(m, 2)\ndouble y(?) -> output\ndouble w(q) -> output\n"
                           "double v(?, 3) -> output\ndouble u(r) -> output\n", "spec.txt")
     assert checks.unsized_outputs(spec) == [
-        "spec.txt:4: y(?) is dynamic: nothing determines its size; write y(n) with x(n) to give it x's size",
-        "spec.txt:6: v(?, 3) is dynamic: nothing determines its size; write v(m, 2) with k(m, 2) to give it "
-        "k's size",
+        f"spec.txt:4: op Dyn: outputs y(?) (line 4) and v(?, 3) (line 6) are dynamic only because of '?': "
+        f"Julia assigns each (y[] = A), {ANNOUNCED}",
     ]  # w(q) and u(r): dynamic through a name nothing binds, not a '?'
+
+
+@pytest.mark.parametrize("text, outputs", [
+    # ADCME's specs name no dimension: an output of an input's rank need not have its size.
+    ("Dist\ndouble x(?,?)\ndouble y(?,?)\ndouble d(?,?) -> output\n",      # rows(x) x rows(y)
+     "output d(?, ?) (line 4) is dynamic only because of '?': Julia assigns it (d[] = A)"),
+    ("ZeroOutRow\nint64 indices(?,2)\ndouble vv(?)\nint64 bd(?)\nint64 oindices(?,2) -> output\n"
+     "double ovv(?) -> output\n",                                           # the rows a filter kept
+     "outputs oindices(?, 2) (line 5) and ovv(?) (line 6) are dynamic only because of '?': Julia assigns "
+     "each (oindices[] = A)"),
+])
+def test_the_announcement_suggests_no_input_to_size_an_output_after(text, outputs):
+    """The old announcement proposed x's shape for Dist's d and vv's for ZeroOutRow's ovv."""
+    spec = customop.parse(text, "spec.txt")
+    assert checks.unsized_outputs(spec) == [f"spec.txt:{spec.outputs[0].line}: op {spec.name}: {outputs}, {ANNOUNCED}"]
+
+
+def test_the_announcement_points_at_the_users_call_and_the_command_prints_a_note(tmp_path):
+    """customop.load and build reach the announcement through several of the bridge's frames;
+    the warning is the caller's (here, this test's line).  `tfbridge` has no caller's line:
+    its notes are lines of their own."""
+    spec = customop.parse("Dist\ndouble x(?,?)\ndouble y(?,?)\ndouble d(?,?) -> output\n", "spec.txt")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        checks.announce_unsized_outputs(spec); line = sys._getframe().f_lineno  # noqa: E702
+    assert [(w.category, w.filename, w.lineno) for w in caught] == [(customop.DynamicOutputWarning, __file__, line)]
+    from bridge import cli
+    with cli._notes_from_warnings((customop.DynamicOutputWarning,)), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            checks.announce_unsized_outputs(spec)
+    assert err.getvalue() == f"tfbridge: note: {checks.unsized_outputs(spec)[0]}\n"
 
 
 CHECK_RUN = """

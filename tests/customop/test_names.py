@@ -18,7 +18,9 @@ that code.  Here:
 """
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +32,7 @@ import pytest
 import bridge
 from bridge.julia import buildtools
 from bridge import customop, errors, julia
-from bridge.customop import codegen, reserved, toolchain
+from bridge.customop import codegen, pch, reserved, toolchain
 from bridge.customop.model import Arg, Attr, Expr, OpSpec
 from bridge.customop.spec import reserved_reason
 from support.build import op_folder, spec_error, toolchain_missing
@@ -139,15 +141,33 @@ def test_a_name_is_refused_only_in_the_roles_it_breaks():
 
 # ------------------------------------------------------------------ refused names break the generated code
 
-def _compile(source: str, tmp: Path, name: str) -> subprocess.CompletedProcess:
-    """g++ -fsyntax-only of a generated kernel, with the flags of the op's build."""
+def _kernel_flags() -> list[str]:
+    """The compiler and flags of an op's kernel compile, with its precompiled header.
+
+    The header's own compile command (kept in its cache entry) carries the
+    kernel target's flags, which gcc requires to use the .gch; with it, a
+    syntax check reads the headers from the .gch (about 1 s of CPU instead of
+    5).  ``-Werror=invalid-pch`` makes a .gch that does not match an error,
+    which the accepted names' kernels (CONTROL) would show.  Without a header
+    (TFBRIDGE_PCH=0, an unwritable cache), the headers themselves."""
     tf, jl = toolchain.tensorflow(), toolchain.julia()
+    cxx = buildtools.cxx_compiler()
+    header = pch.header(tf, list(jl.include_dirs), toolchain.cmake(), cxx, report=lambda message: None)
+    if header is None:
+        return [cxx, "-std=c++17", "-w", *[f"-D{d}" for d in tf.definitions], "-isystem", str(tf.include_dir),
+                *[f"-I{p}" for p in jl.include_dirs]]
+    (entry,) = json.loads((header.parent / "compile_commands.json").read_text())
+    command = shlex.split(entry["command"])
+    flags = [a for a in command[1:command.index("-o")] if a != "-xc++-header"]
+    assert command[0] == cxx and "-std=c++17" in flags, command
+    return [cxx, *flags, "-include", str(header), "-Winvalid-pch", "-Werror=invalid-pch"]
+
+
+def _compile(flags: list[str], source: str, tmp: Path, name: str) -> subprocess.CompletedProcess:
+    """g++ -fsyntax-only of a generated kernel, with the flags of the op's build."""
     path = tmp / f"{name}.cc"
     path.write_text(source)
-    command = [buildtools.cxx_compiler(), "-std=c++17", "-fsyntax-only", "-w",
-               *[f"-D{d}" for d in tf.definitions], "-isystem", str(tf.include_dir),
-               *[f"-I{p}" for p in jl.include_dirs], str(path)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+    return subprocess.run([*flags, "-fsyntax-only", str(path)], capture_output=True, text=True, timeout=600)
 
 
 # One of each kind of C++ reason, in both roles that write C++: the kernel's own
@@ -163,11 +183,12 @@ def compiled(tmp_path_factory):
     if MISSING:
         pytest.skip(MISSING)
     tmp = tmp_path_factory.mktemp("kernels")
+    flags = _kernel_flags()
     cases = KERNEL_CASES + list(CONTROL)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = pool.map(lambda case: _compile(codegen.kernel_source(_role_spec(*case)), tmp, "_".join(case)),
-                           cases)
-        return dict(zip(cases, results))
+        results = pool.map(lambda case: _compile(flags, codegen.kernel_source(_role_spec(*case)), tmp,
+                                                 "_".join(case)), cases)
+        return dict(zip(cases, results, strict=True))
 
 
 @pytest.mark.parametrize("name, role", KERNEL_CASES)
@@ -211,7 +232,7 @@ def test_cxx_keywords_are_no_variable_names_for_gxx_cxx17(tmp_path):
     with ThreadPoolExecutor(max_workers=2) as pool:
         names = sorted(reserved.CXX_KEYWORDS) + ["char8_t", "concept", "consteval", "constinit", "co_await",
                                                      "co_return", "co_yield", "requires"]
-        results = dict(zip(names, pool.map(compiles, names)))
+        results = dict(zip(names, pool.map(compiles, names), strict=True))
     assert [n for n in reserved.CXX_KEYWORDS if results[n]] == []
     assert [n for n in ("char8_t", "concept", "consteval", "constinit", "co_await", "co_return", "co_yield",
                         "requires") if not results[n]] == []
@@ -260,7 +281,7 @@ def test_refused_julia_names_break_the_stub_and_accepted_ones_do_not(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     verdicts = proc.stdout.split()
     assert len(verdicts) == len(cases)
-    wrong = [(name, role, verdict) for (name, role, refused), verdict in zip(cases, verdicts)
+    wrong = [(name, role, verdict) for (name, role, refused), verdict in zip(cases, verdicts, strict=True)
              if verdict != ("breaks" if refused else "parses")]
     assert wrong == []
 
@@ -375,7 +396,7 @@ def test_accepted_names_as_arguments_and_attributes_through_entry_and_generic_pa
     through_entry, calls = _run_counting([y] + grads, feeds)
     assert calls == 2  # ReservedArgs and ReservedArgsGrad took their compiled entries
     np.testing.assert_allclose(through_entry[0], want, rtol=1e-13)
-    for n, grad in zip(ACCEPTED_ARGUMENTS, through_entry[1:]):
+    for n, grad in zip(ACCEPTED_ARGUMENTS, through_entry[1:], strict=True):
         np.testing.assert_array_equal(grad, np.full(4, float(WEIGHTS[n])))
     for op_type in ("ReservedArgs", "ReservedArgsGrad"):
         julia.register_entry(op_type, 0)
@@ -384,7 +405,7 @@ def test_accepted_names_as_arguments_and_attributes_through_entry_and_generic_pa
     finally:
         customop.load(root / "ReservedArgs")  # includes the entries again and registers them
     assert calls == 0
-    for a, b in zip(through_entry, generic):
+    for a, b in zip(through_entry, generic, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

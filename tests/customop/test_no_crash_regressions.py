@@ -18,7 +18,7 @@ import pytest
 
 import bridge
 from bridge import customop, errors
-from support.build import built_twice, op_folder
+from support.build import op_folder
 from support import REPO
 
 
@@ -115,11 +115,6 @@ def test_close_while_eight_threads_run_a_native_graph(attempt):
             y = bridge.ops.tanh(y)
     """
     assert "ok" in run_child(CLOSE_DURING_RUNS.format(setup=textwrap.indent(textwrap.dedent(setup), "    ")))
-
-
-@pytest.fixture(scope="module")
-def twice_folder(tmp_path_factory) -> Path:
-    return built_twice(tmp_path_factory, "twice")
 
 
 @pytest.mark.parametrize("attempt", range(2))

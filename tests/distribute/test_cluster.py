@@ -52,7 +52,7 @@ def test_cluster_def_is_tfs_wire_format():
     ({"worker": ["h:99999"]}, "port from 0 to 65535"),
     ({"worker": [5]}, "has address 5"),
     ({"worker": {"x": "h:1"}}, "task index 'x'"),
-    ({"worker": 3}, "maps to int"),
+    ({"worker": 3}, "maps to 3;"),
     ({"ps": ["h:1"], "worker": ["h:1"]}, "'h:1' is given twice"),
 ])
 def test_bad_clusters_say_what_is_wrong(cluster, fragment):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import threading
 import time
 
@@ -104,6 +105,36 @@ def test_a_task_that_stays_dead_fails_the_run_within_the_recovery_timeout(cluste
     message = str(info.value)
     assert "could not recover within 3 s (recovery 1 of 3)" in message, message
     assert "/job:worker/task:1" in message and "no server is running there" in message, message
+
+
+def test_a_first_checkpoint_that_fails_is_recovered(cluster, uninterrupted, tmp_path, caplog):
+    """The ps stalls (SIGSTOP) as training starts, past the runs' deadline:
+    the first save fails, train_loop reconnects, waits for the ps and saves
+    again, then trains as the uninterrupted run."""
+    g, rep, xs, ys, init, _ = replicated_model(cluster.spec)
+    ps = cluster.server("ps", 0)
+    caplog.set_level(logging.INFO, logger="bridge.train")
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=2.0) as sess:
+        sess.prepare()
+        ps.proc.send_signal(signal.SIGSTOP)
+        resume = threading.Timer(3.0, ps.proc.send_signal, args=(signal.SIGCONT,))
+        resume.start()
+        try:
+            losses = train.train_loop(sess, rep.train_op, STEPS, loss=rep.loss, progress=False,
+                                      feed_dict=lambda s: feed_of(s, xs, ys), checkpoint_dir=tmp_path,
+                                      save_every=SAVE_EVERY, recovery_timeout=30.0)
+        finally:
+            resume.join()
+            ps.proc.send_signal(signal.SIGCONT)
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    address = re.escape(cluster.spec.task_address("worker", 0))
+    assert len(lines) == 1 and re.fullmatch(
+        r"train_loop: the first checkpoint failed with DeadlineExceededError \(saving checkpoint "
+        + re.escape(f"'{tmp_path / 'model.ckpt-0'}'") + r" failed \(a checkpoint saved there before is unchanged\): "
+        rf"Session.run on /job:worker/task:0 \({address}\) exceeded its deadline of 2 s: Deadline Exceeded\); "
+        r"recovery 1 of 3: new session, trying again \(\d+\.\d s\)", lines[0]), lines
+    np.testing.assert_array_equal(losses, uninterrupted)
+    assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
 
 
 def test_recoveries_are_bounded(cluster, tmp_path, caplog):

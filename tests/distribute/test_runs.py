@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import distribute
+from bridge import distribute, train
 from bridge.framework.errors import DeadlineExceededError, UnavailableError
 
-from support.cluster import REPO, ServerProcess, child_env, free_port, local_cluster, server_command
+from support.cluster import (REPO, ServerProcess, child_env, free_port, listening_addresses, local_cluster,
+                             server_command)
 
 RUN_TIMEOUT = 20.0
 
@@ -127,14 +128,84 @@ def test_a_missing_task_fails_within_the_deadline_and_others_go_on(cluster):
     g, x, y = _mlp(pinned=True, first="/job:worker/task:1")
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         assert sess.run(y, {x: data}).shape == (2,)
-    # A session on the missing task itself: its master cannot be reached, within the deadline.
-    g, x, y = _mlp(pinned=False)
-    with distribute.Session(cluster.spec, ("worker", 2), graph=g, timeout=3.0) as sess:
+
+
+def test_train_loop_with_checkpoints_goes_on_beside_a_task_that_never_started(cluster, tmp_path):
+    """The graph names worker 2 (never started) in an op training does not
+    run: train_loop saves its checkpoints and trains as the local run does."""
+    g, loss, step, w, b = _regression(True, cluster.spec, prefix="beside")
+    with g.as_default(), bridge.device("/job:worker/task:2"):
+        bridge.ops.neg(loss, name="elsewhere")
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=5.0) as sess:
+        assert sess.prepare() == "initialized"
         t0 = time.monotonic()
-        with pytest.raises((UnavailableError, DeadlineExceededError)) as info:
-            sess.run(y, {x: data})
-        assert time.monotonic() - t0 < 3.0 + 5.0
-    assert "refuses connections: no server is running there" in str(info.value), str(info.value)
+        remote = train.train_loop(sess, step, 6, loss=loss, progress=False, checkpoint_dir=tmp_path, save_every=2)
+        assert time.monotonic() - t0 < 5.0
+    lg, lloss, lstep, _, _ = _regression(False, prefix="beside")
+    with bridge.Session(lg) as local:
+        local.run(bridge.global_variables_initializer(lg))
+        expected = [local.run([lloss, lstep])[0] for _ in range(6)]
+    np.testing.assert_array_equal(remote, expected)
+    assert train.latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-6")
+
+
+def test_a_master_that_refuses_connections_is_unavailable_within_a_second(cluster):
+    """Not DeadlineExceededError at the run's deadline: the master is probed first."""
+    g, x, y = _mlp(pinned=False)
+    address = cluster.spec.task_address("worker", 2)
+    with distribute.Session(cluster.spec, ("worker", 2), graph=g, timeout=30.0) as sess:
+        for _ in range(2):  # and again: nothing was made on the master
+            t0 = time.monotonic()
+            with pytest.raises(UnavailableError) as info:
+                sess.run(y, {x: np.ones((2, 3))})
+            assert time.monotonic() - t0 < 1.0
+            assert str(info.value) == (f"Session.run on /job:worker/task:2 ({address}): the session's master refuses "
+                                       "connections: no server is running there; start it with `tfbridge server "
+                                       "--cluster FILE --job worker --task 2`.")
+
+
+def test_a_first_run_keeps_its_own_deadline(cluster):
+    """The session's first run makes its TensorFlow session, which waits for
+    the tasks as long as it is told: the run's 2 s, not the session's 30 s."""
+    g, x, y = _mlp(pinned=True, first="/job:worker/task:2")
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=30.0) as sess:
+        for _ in range(2):
+            t0 = time.monotonic()
+            with pytest.raises(DeadlineExceededError) as info:
+                sess.run(y, {x: np.ones((2, 3))}, timeout=2.0)
+            elapsed = time.monotonic() - t0
+            assert 1.9 <= elapsed < 2.0 + 2.0, elapsed
+            assert str(info.value).startswith(f"Session.run on /job:worker/task:0 ({cluster.spec.task_address('worker', 0)}) "
+                                              "exceeded its deadline of 2 s"), str(info.value)
+
+
+def test_runs_that_do_not_need_a_task_that_never_started_go_on(cluster):
+    """Worker 2 is named by the graph (an op pinned to it, and ops on the
+    whole worker job) but never started: runs of the rest go on at once,
+    and a run that needs it fails at its deadline naming it."""
+    data = np.ones((2, 3))
+    g, x, y = _mlp(pinned=True, first="/job:worker/task:1")
+    with g.as_default():
+        with bridge.device("/job:worker/task:2"):
+            far = bridge.ops.neg(y, name="far")
+        with bridge.device("/job:worker"):
+            anywhere = bridge.ops.sum(x, [1], name="anywhere")
+    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=30.0) as sess:
+        assert sess.device_filters == ["/job:worker/task:0", "/job:worker"]  # worker 2 included
+        t0 = time.monotonic()
+        got = sess.run(y, {x: data})
+        assert time.monotonic() - t0 < 3.0
+        lg, lx, ly = _mlp(pinned=False)
+        with bridge.Session(lg) as local:
+            np.testing.assert_array_equal(got, local.run(ly, {lx: data}))
+        np.testing.assert_array_equal(sess.run(anywhere, {x: data}), data.sum(1))
+        t0 = time.monotonic()
+        with pytest.raises(DeadlineExceededError) as info:
+            sess.run(far, {x: data}, timeout=2.0)
+        assert time.monotonic() - t0 < 4.0
+        assert (f"  /job:worker/task:2 at {cluster.spec.task_address('worker', 2)}: refuses connections: no server "
+                "is running there") in str(info.value).splitlines()
+        np.testing.assert_array_equal(sess.run(y, {x: data}), got)  # and the others still go on
 
 
 def test_a_stopped_worker_fails_runs_that_need_it_at_their_deadline_only(cluster):
@@ -178,19 +249,6 @@ def _run_server(args, timeout=60) -> subprocess.CompletedProcess:
                           timeout=timeout, env=child_env(), cwd=str(REPO))
 
 
-def _listening_addresses(port: int) -> set:
-    """The local addresses listening on ``port`` (/proc/net/tcp and tcp6, state 0A)."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table) as f:
-            for line in f.readlines()[1:]:
-                local, state = line.split()[1], line.split()[3]
-                address, _, hex_port = local.rpartition(":")
-                if state == "0A" and int(hex_port, 16) == port:
-                    found.add(address)
-    return found
-
-
 def test_server_exits_cleanly_on_sigterm_and_sigint(tmp_path):
     for sig, host in ((signal.SIGTERM, None), (signal.SIGINT, "127.0.0.1")):
         port = free_port()
@@ -200,15 +258,14 @@ def test_server_exits_cleanly_on_sigterm_and_sigint(tmp_path):
         server = ServerProcess(server_command(path, "worker", 0, extra=extra), tmp_path / "one.log")
         try:
             line = server.wait_ready(60)
-            assert line is not None, server.stderr()
-            assert f"pid {server.pid}" in line and "/job:worker/task:0" in line
-            assert f"target grpc://{host or 'localhost'}:{port} address {host or 'localhost'}:{port}" in line
-            # What README's security warning says: TensorFlow binds every interface, --host or not.
-            assert _listening_addresses(port) & {"00000000", "0" * 32}, _listening_addresses(port)
+            assert line == (f"tfbridge server: ready /job:worker/task:0 target grpc://localhost:{port} address "
+                            f"localhost:{port} listening 127.0.0.1:{port} pid {server.pid}\n"), server.stderr()
+            # 127.0.0.1 on gRPC's dual-stack socket, nothing else (tests/distribute/test_listen.py).
+            assert listening_addresses(port) == {"::ffff:127.0.0.1"}
             server.proc.send_signal(sig)
             assert server.proc.wait(timeout=20) == 0, server.stderr()
             rest = "".join(iter(lambda: server.lines.get(timeout=5) or "", ""))
-            assert f"stopped /job:worker/task:0 ({sig.name})" in rest
+            assert rest == f"tfbridge server: stopped /job:worker/task:0 ({sig.name})\n"
         finally:
             server.stop()
 

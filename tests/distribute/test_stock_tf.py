@@ -40,7 +40,7 @@ def _bridge_run(request: dict, cluster) -> dict:
         losses = []
         for batch in request["batches"]:
             losses.append(sess.run([loss, train], feed_of(feeds, batch))[0])
-        final = dict(zip(NAMES, sess.run([v.value() for v in variables])))
+        final = dict(zip(NAMES, sess.run([v.value() for v in variables]), strict=True))
     devices = {op.name: op.device for op in g.get_operations()}
     return {"losses": np.array(losses), "final": final, "devices": devices}
 

@@ -80,11 +80,13 @@ def reference(steps: int = STEPS):
     return losses, final
 
 
-def train_two_workers(cluster, prefix, callback=None, checkpoint_dir=None, steps=STEPS, build=worker_graph):
-    """Both workers' train_loop in threads (graphs from ``build``, as worker_graph's);
-    returns (losses by task, global step, [w, b], chief's hook, graphs)."""
+def train_two_workers(cluster, prefix, callback=None, checkpoint_dir=None, steps=STEPS, build=worker_graph,
+                      timeout=RUN_TIMEOUT):
+    """Both workers' train_loop in threads (graphs from ``build``, as worker_graph's),
+    their sessions' deadline ``timeout``; returns (losses by task, global step,
+    [w, b], chief's hook, graphs)."""
     graphs = [build(cluster.spec, task, prefix, sync_replicas=True) for task in (0, 1)]
-    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=RUN_TIMEOUT)
+    sessions = [distribute.Session(cluster.spec, ("worker", task), graph=graphs[task][0], timeout=timeout)
                 for task in (0, 1)]
     hooks = [graphs[task][6].make_session_run_hook(is_chief=task == 0, num_tokens=0) for task in (0, 1)]
     results, errors = {}, []
@@ -162,11 +164,50 @@ def test_sync_replicas_training_recovers_from_a_killed_task_and_ends_as_an_unint
     for s, value in enumerate(results[1]):
         if value is not None:
             assert value == expected[1][s], (s, value, expected[1][s])
-    for got, want in zip(final, expected_final):
+    for got, want in zip(final, expected_final, strict=True):
         np.testing.assert_array_equal(got, want)
     assert hook.exceptions == []
     assert train.latest_checkpoint(tmp_path) == str(tmp_path / f"model.ckpt-{STEPS}")
     assert elapsed < 60, elapsed
+
+
+def test_the_chief_notices_a_dead_worker_within_seconds_not_at_its_deadline(fresh_ps, tmp_path, caplog):
+    """Runs with a 60 s deadline: worker 1 is killed after the chief's step 6
+    and restarted 2 s later.  The chief's step waits for worker 1's gradient,
+    which its graph does not name; its session watches the other replicas
+    (Session.watch_tasks), so the step fails within seconds naming worker 1,
+    and both recover to the uninterrupted run's result."""
+    cluster = fresh_ps
+    addresses = [cluster.spec.task_address("worker", task) for task in (0, 1)]
+    killer = Killer(cluster, ("worker", 1), at=6, down=2.0)
+    killed_at = []
+
+    def kill(step, loss):
+        if step == 6 and not killed_at:
+            killed_at.append(time.time())
+        killer(step, loss)
+
+    caplog.set_level(logging.INFO, logger="bridge.train")
+    t0 = time.monotonic()
+    try:
+        results, final_step, final, hook, _ = train_two_workers(cluster, "watched", callback=kill,
+                                                                checkpoint_dir=tmp_path, timeout=60.0)
+    finally:
+        killer.join()
+    elapsed = time.monotonic() - t0
+    chief = [r for r in caplog.records if "restored model.ckpt-" in r.getMessage()]
+    assert len(chief) == 1, [r.getMessage() for r in caplog.records]
+    message = chief[0].getMessage()
+    assert (f"failed with UnavailableError (Session.run on /job:worker/task:0 ({addresses[0]}): /job:worker/task:1 "
+            f"at {addresses[1]} refuses connections: no server is running there (it answered before); the run "
+            "waited on it and was cancelled (Session.watch_tasks))") in message, message
+    assert chief[0].created - killed_at[0] < 15.0   # the restart itself takes about 2 + 2 s
+    assert elapsed < 45.0, elapsed
+    expected, expected_final = reference()
+    assert final_step == STEPS
+    np.testing.assert_array_equal(results[0], expected[0])
+    for got, want in zip(final, expected_final, strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_worker_that_never_checks_in_fails_the_chiefs_recovery_within_the_recovery_timeout(fresh_ps, tmp_path):
@@ -237,7 +278,7 @@ def test_variable_averages_are_applied_by_the_chief_after_each_sync_update_as_st
         np.testing.assert_array_equal(results[task], want["losses"][task])
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         averages = sess.run([ema.average(w).value(), ema.average(b).value()])
-    for got, name in zip(final + averages, ["w", "b", "w_average", "b_average"]):
+    for got, name in zip(final + averages, ["w", "b", "w_average", "b_average"], strict=True):
         np.testing.assert_array_equal(got, want["final"][name], err_msg=name)
     # The averages lag the variables: they were updated, and are not the variables.
     assert not np.allclose(averages[0], final[0]) and not np.allclose(averages[0], w_initial := np.linspace(
@@ -258,7 +299,9 @@ def test_exponential_moving_average_follows_tfs_arithmetic_and_names():
             averages = ema.apply([w])
         count = bridge.ops.assign_add_variable_op(step.handle, np.int64(1))
         init = bridge.global_variables_initializer()
-    assert ema.average(w).name == ema.average_name(w) == "w/ExponentialMovingAverage"
+    # TF1's: the variable's name is its tensor's ("...:0"), average_name the op's, which checkpoints use.
+    assert ema.average(w).name == "w/ExponentialMovingAverage:0"
+    assert ema.average(w).op.name == ema.average_name(w) == "w/ExponentialMovingAverage"
     assert ema.average(step) is None
     # As TF's: the average's checkpoint name restores into w; the average itself is not listed again.
     assert ema.variables_to_restore() == {"w/ExponentialMovingAverage": w, "step": step}

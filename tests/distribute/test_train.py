@@ -74,7 +74,7 @@ def test_replicated_gradient_is_the_mean_of_the_towers_gradients():
         averaged = sess.run([gr for gr, _ in rep.grads_and_vars], feed)
         expected = sess.run(full_grads, feed)
         assert sess.run(rep.loss, feed) == pytest.approx(sess.run(full, feed), abs=1e-14)
-    for a, e in zip(averaged, expected):
+    for a, e in zip(averaged, expected, strict=True):
         np.testing.assert_allclose(a, e, rtol=0, atol=1e-14)
 
 
@@ -103,7 +103,7 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
     assert devices["save/SaveV2"] == devices["save/RestoreV2"] == "/job:ps/task:0/device:CPU:0"
     assert devices["save/SaveV2_1"] == devices["save/RestoreV2_1"] == "/job:ps/task:1/device:CPU:0"
     assert devices["save/MergeV2Checkpoints"] == "/job:ps/task:1/device:CPU:0"
-    names = [v.name for v in bridge.global_variables(g)]
+    names = [v.op.name for v in bridge.global_variables(g)]  # the checkpoint's keys
     with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=RUN_TIMEOUT) as sess:
         sess.prepare()
         run_steps(sess, rep, xs, ys, steps=3)
@@ -111,7 +111,7 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
         plain.save(sess, "model.ckpt-3", write_state=False)
         assert (tmp_path / "model.ckpt-3.data-00000-of-00001").is_file()
         prefix = saver.save(sess, "model.ckpt", global_step=global_step)
-        saved = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
+        saved = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)]), strict=True))
     assert prefix == "model.ckpt-3"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "checkpoint", "model.ckpt-3.data-00000-of-00002", "model.ckpt-3.data-00001-of-00002", "model.ckpt-3.index"]
@@ -128,7 +128,7 @@ def test_sharded_saver_writes_a_shard_per_ps_task_and_restores_into_fresh_ps_tas
             sess.run(rep.loss, feed_of(0, xs, ys))
         assert is_recoverable(info.value)
         assert sess.prepare(saver=saver, checkpoint_dir=".") == "restored"
-        restored = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)])))
+        restored = dict(zip(names, sess.run([v.value() for v in bridge.global_variables(g)]), strict=True))
         after = run_steps(sess, rep, xs, ys, steps=2, start=3)
     assert restored.keys() == saved.keys()
     for name in names:
@@ -173,7 +173,7 @@ def test_asynchronous_between_graph_training_shares_the_ps_variables(cluster):
         for sess in sessions:
             sess.close()
     assert values[0][2] == values[1][2] == 2 * steps
-    for a, b in zip(values[0][:2], values[1][:2]):
+    for a, b in zip(values[0][:2], values[1][:2], strict=True):
         np.testing.assert_array_equal(a, b)
     for task in (0, 1):
         assert np.all(np.isfinite(results[task])) and np.mean(results[task][-3:]) < 0.5 * results[task][0], results

@@ -57,8 +57,9 @@ def _toolchain():
 
 
 def test_distributed_example_recovers_kappa_and_stops_its_servers(tmp_path):
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--small"], capture_output=True, text=True, timeout=900,
-                          cwd=tmp_path, env=child_env())
+    logdir = tmp_path / "chief"
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--small", "--logdir", str(logdir)], capture_output=True,
+                          text=True, timeout=900, cwd=tmp_path, env=child_env())
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr[-3000:]
     assert out.strip().endswith("OK"), out
@@ -76,16 +77,33 @@ def test_distributed_example_recovers_kappa_and_stops_its_servers(tmp_path):
     assert m, out
     loss, kappa_error, u_error = float(m[1]), float(m[2]) / 100, float(m[3]) / 100
     assert kappa_error <= TARGET and u_error < 0.02 and 0.5 < loss < 2, out
+    # The chief's TensorBoard log: the graph (Julia ops on the workers), every step's loss, ten kappa errors.
+    events = _events(logdir)
+    graph = next(e for e in events if e.graph_def)
+    assert b"/job:worker/task:1" in graph.graph_def and b"_tfbridge_function" in graph.graph_def
+    losses = [(e.step, v.simple_value) for e in events for v in e.summary.value if v.tag == "train/loss"]
+    assert [s for s, _ in losses] == list(range(2000)) and abs(losses[-1][1] - loss) < 0.05 * loss
+    errors = [(e.step, v.simple_value) for e in events for v in e.summary.value if v.tag == "kappa_error"]
+    assert [s for s, _ in errors] == list(range(199, 2000, 200)) and abs(errors[-1][1] - kappa_error) < 1e-3
     # Every server is gone once the command returns.
     pids = [int(re.search(r"pid (\d+)", line)[1]) for line in ready]
     assert _wait_gone(pids, 5) == [], out
+
+
+def _events(logdir) -> list:
+    from tensorboard.compat.proto import event_pb2
+
+    from bridge.summary import records
+
+    (path,) = logdir.glob("events.out.tfevents.*")
+    return [event_pb2.Event.FromString(r) for r in records.unframe(path.read_bytes())]
 
 
 def test_interrupted_example_stops_every_server(tmp_path):
     """SIGINT to the command alone (not to its process group, as a terminal's
     Ctrl-C would, which the servers would obey by themselves) while its
     servers start: it exits 130 and no server outlives it."""
-    proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--small"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--small", "--no-log"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=child_env(),
                             start_new_session=True)
     pids = []

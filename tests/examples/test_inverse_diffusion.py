@@ -170,10 +170,11 @@ def _table(stdout: str) -> dict[str, dict[str, float]]:
 
 def test_small_example_recovers_kappa(tmp_path):
     """run.py --small in a child process (it runs Julia ops through a whole
-    training): L-BFGS-B gets kappa within the target, Adam converges too."""
-    plot = tmp_path / "inverse.png"
-    proc = subprocess.run([sys.executable, str(EXAMPLE / "run.py"), "--small", "--plot", str(plot)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    training): L-BFGS-B gets kappa within the target, Adam converges too; its
+    TensorBoard log holds both fits' losses and kappa errors and the figures."""
+    plot, logdir = tmp_path / "inverse.png", tmp_path / "runs"
+    proc = subprocess.run([sys.executable, str(EXAMPLE / "run.py"), "--small", "--plot", str(plot),
+                           "--logdir", str(logdir)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr[-3000:]
     assert out.strip().endswith("OK"), out
@@ -186,3 +187,29 @@ def test_small_example_recovers_kappa(tmp_path):
     assert 0.5 < lbfgs["loss"] < 1.5, out
     assert adam["iterations"] == 2000 and adam["kappa_error"] < 2 * TARGET and adam["loss"] < 2, out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"TensorBoard: tensorboard --logdir {logdir}" in out
+    for run, method in (("lbfgs", lbfgs), ("adam", adam)):
+        tags = _logged(logdir / run)
+        assert sorted(tags) == sorted(["train/loss", "kappa_error", "kappa/image", "setup",
+                                       "_hparams_/session_start_info", "_hparams_/session_end_info"]
+                                      + (["train/learning_rate", "train/step_time"] if run == "adam" else [])), run
+        assert len(tags["kappa/image"]) == (10 if run == "adam" else 1), run
+        last_step, last_error = tags["kappa_error"][-1]
+        assert abs(last_error - method["kappa_error"]) < 1e-4, (run, last_error)
+    assert len(_logged(logdir / "lbfgs")["train/loss"]) == lbfgs["iterations"] + 1   # and the start, iteration 0
+    assert list(_logged(logdir)) == ["_hparams_/experiment"]
+
+
+def _logged(run_dir) -> dict:
+    """tag -> [(step, simple value or None)] of the run's event files (TensorBoard's protos)."""
+    from tensorboard.compat.proto import event_pb2
+
+    from bridge.summary import records
+
+    out: dict = {}
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        for record in records.unframe(path.read_bytes()):
+            event = event_pb2.Event.FromString(record)
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append((event.step, v.simple_value if v.HasField("simple_value") else None))
+    return out

@@ -1,6 +1,9 @@
 """Every error path of the tf_bridge Fortran module returns a status with TF's
 code and a message naming what failed (the model, signature, key, dtype or
-shape), and the program goes on: no crash, no stop."""
+shape), and the program goes on: no crash, no stop, also with every gfortran
+run-time check on (the module and the program built with -fcheck=all: an
+array comparison of two ranks, which `.or.` does not guard in Fortran,
+stopped the program there)."""
 from __future__ import annotations
 
 import pytest
@@ -15,7 +18,7 @@ program errors
   type(tf_model) :: m, g, closed
   type(tf_status) :: st
   type(tf_tensor) :: x(1), y(1), empty(1)
-  real(c_float), target :: xs(3,4), square(4,4), row(3), bad_image(8,8,2)
+  real(c_float), target :: xs(3,4), square(4,4), row(3), cube(3,4,2), bad_image(8,8,2)
   real(c_double), target :: xd(3,4)
   real(c_float) :: ys(2,4), wrong_ys(4,2)
   real(c_double) :: yd(2,4)
@@ -25,7 +28,7 @@ program errors
   call get_command_argument(1, saved)
   call get_command_argument(2, graph_def)
   call get_command_argument(3, garbage)
-  xs = 1; xd = 1; square = 1; row = 1; bad_image = 1
+  xs = 1; xd = 1; square = 1; row = 1; cube = 1; bad_image = 1
 
   call tf_load_saved_model(m, "/nonexistent/model", st)
   call report("missing_model", st)
@@ -58,6 +61,15 @@ program errors
   call tf_tensor_from(x(1), row, st)
   call m%run("predict", ["x"], x, ["y"], y, st)
   call report("wrong_rank", st)
+  call tf_tensor_from(x(1), cube, st)
+  call m%run("predict", ["x"], x, ["y"], y, st)
+  call report("wrong_rank_3", st)
+  call tf_tensor_from(x(1), row, st)
+  call m%run_tensors(["x:0"], x, ["y:0"], y, st)
+  call report("tensor_wrong_rank", st)
+  call tf_tensor_from(x(1), cube, st)
+  call m%run_tensors(["x:0"], x, ["y:0"], y, st)
+  call report("tensor_wrong_rank_3", st)
   call tf_tensor_from(x(1), square, st)
   call m%run("predict", ["x"], x, ["y"], y, st)
   call report("wrong_shape", st)
@@ -124,6 +136,9 @@ EXPECTED = {
     "empty_input": (9, ["the input 'x' is an empty tensor"]),
     "wrong_dtype": (3, ["the input 'x' must be float32", "not float64"]),
     "wrong_rank": (3, ["must have the shape [?,3]", "not [3]", "reversed"]),
+    "wrong_rank_3": (3, ["must have the shape [?,3]", "not [2,4,3]"]),
+    "tensor_wrong_rank": (3, ["'x:0' has the shape [?,3]", "cannot be fed [3]"]),
+    "tensor_wrong_rank_3": (3, ["'x:0' has the shape [?,3]", "cannot be fed [2,4,3]"]),
     "wrong_shape": (3, ["must have the shape [?,3]", "not [4,4]"]),
     "transposed_shape": (3, ["must have the shape [?,3]", "not [3,4]"]),
     "good_run": (0, []),
@@ -150,7 +165,7 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def reports(oracle_models, tmp_path_factory) -> dict[str, tuple[int, str]]:
     folder = tmp_path_factory.mktemp("errors")
-    exe = compile_program(ERRORS, folder, "errors")
+    exe = compile_program(ERRORS, folder, "errors", checked=True)
     out = run_program(exe, oracle_models["models"]["saved_model"]["path"],
                       oracle_models["models"]["conv"]["path"], str(folder / "garbage.pb"))
     cases = {}

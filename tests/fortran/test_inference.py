@@ -1,8 +1,9 @@
 """The tf_bridge Fortran module runs models without Python: an MLP exported by
 the bridge, stock TensorFlow's TF1 SavedModel, TF2 SavedModel and TF2 CNN
 SavedModel (NHWC images with transpose=.true.), and stock TF's CNN GraphDef,
-each output equal bit for bit to what the Python bridge computes from the
-same files (and to stock TF's within float tolerance); the README's Fortran
+each output equal bit for bit to what stock TensorFlow computes from the same
+files (through the oracle: the same kernels of the same library, so nothing
+to round) and to what the Python bridge computes; docs/guides/fortran.md's Fortran
 example runs as written."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import bridge
 from bridge import ops
 from support.fortran import compile_program, read_array, run_program, write_array
-from support import REPO
+from support.docs import block
 
 CHECK = """
 contains
@@ -26,6 +27,13 @@ contains
     end if
   end subroutine
 """
+
+
+def _float32_bits(values) -> bytes:
+    """The bytes of stock TF's float32 values (a float64 answer would be a different computation)."""
+    values = np.asarray(values)
+    assert values.dtype == np.float32, values.dtype
+    return np.ascontiguousarray(values).tobytes()
 
 
 def _program(name: str, body: str) -> str:
@@ -101,7 +109,7 @@ MLP = _program("mlp", """
 """)
 
 
-def test_fortran_runs_the_bridge_mlp_bit_for_bit(mlp_export, tmp_path):
+def test_fortran_runs_the_bridge_mlp_bit_for_bit(mlp_export, tmp_path, oracle):
     exe = compile_program(MLP, tmp_path, "mlp")
     write_array(tmp_path / "x.bin", mlp_export["x"])
     printed = run_program(exe, str(mlp_export["dir"]))
@@ -116,8 +124,19 @@ def test_fortran_runs_the_bridge_mlp_bit_for_bit(mlp_export, tmp_path):
         classified = model.signatures["classify"](x=mlp_export["x"])
     assert probs.tobytes() == want["probs"].tobytes()
     assert logits.tobytes() == want["logits"].tobytes()
-    np.testing.assert_array_equal(label, classified["label"])
+    np.testing.assert_array_equal(label, classified["label"], strict=True)
     assert step == classified["step"] == 1234
+    # Stock TF serving the same folder (tf.compat.v1's loader, in a Session) gives the same bits.
+    folder = mlp_export["dir"]
+    served = oracle("serve_saved_model", {
+        "files": {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()},
+        "tags": ["serve"], "feeds": {"serving_default": {"x": mlp_export["x"]}, "classify": {"x": mlp_export["x"]}}})
+    assert served["tf1_error"] is None, served["tf1_error"]
+    tf1 = served["tf1"]
+    assert probs.tobytes() == tf1["serving_default"]["probs"].tobytes()
+    assert logits.tobytes() == tf1["serving_default"]["logits"].tobytes()
+    np.testing.assert_array_equal(label, tf1["classify"]["label"], strict=True)
+    assert step == tf1["classify"]["step"]
     assert np.isfinite(probs).all() and abs(probs.sum() - 5) < 1e-5
 
 
@@ -170,8 +189,8 @@ def test_fortran_runs_stock_tf1_saved_model_bit_for_bit(oracle_models, tmp_path)
         want_b = loaded.signatures["double"](a=a)["b"]
     assert y.tobytes() == want_y.tobytes()
     assert b.tobytes() == want_b.tobytes()
-    np.testing.assert_allclose(y, sigs["predict"]["expected"]["y:0"], rtol=1e-6)
-    np.testing.assert_array_equal(b, sigs["double"]["expected"]["b:0"])
+    assert y.tobytes() == _float32_bits(sigs["predict"]["expected"]["y:0"])   # stock TF's
+    assert b.tobytes() == _float32_bits(sigs["double"]["expected"]["b:0"])
 
 
 STOCK_TF2 = _program("stock2", """
@@ -234,10 +253,15 @@ def test_fortran_runs_stock_tf2_saved_model_bit_for_bit(tf2_models, tmp_path):
         want = loaded.signatures["serving_default"](x=x)
         ints = loaded.signatures["ints"](n=n)
     assert y.tobytes() == want["y"].tobytes()
-    np.testing.assert_array_equal(label, want["label"])
-    assert total == ints["total"]
-    np.testing.assert_array_equal(cumsum, np.cumsum(n))
-    np.testing.assert_allclose(y, model["signatures"]["serving_default"]["expected"]["y"], rtol=1e-6)
+    np.testing.assert_array_equal(label, want["label"], strict=True)
+    # ints(n) = {"total": sum(n) + count, a variable; "cumsum"}: count from stock TF's answer for its own n.
+    stock_ints = model["signatures"]["ints"]
+    count = stock_ints["expected"]["total"] - stock_ints["feeds"]["n"].sum()
+    assert total == ints["total"] == n.sum() + count
+    np.testing.assert_array_equal(cumsum, np.cumsum(n), strict=True)
+    stock = model["signatures"]["serving_default"]["expected"]   # stock TF's, for the same x
+    assert y.tobytes() == _float32_bits(stock["y"])
+    np.testing.assert_array_equal(label, stock["label"], strict=True)
 
 
 CNN = _program("cnn", """
@@ -279,16 +303,12 @@ def test_fortran_runs_stock_cnn_graph_def_transposed_bit_for_bit(oracle_models, 
     with bridge.Session(g) as sess:
         want = sess.run(g.get_tensor_by_name("logits:0"), {g.get_tensor_by_name("image:0"): image})
     assert logits.tobytes() == np.ascontiguousarray(want).tobytes()
-    np.testing.assert_allclose(logits, model["expected"]["logits:0"], rtol=1e-5, atol=1e-6)
+    assert logits.tobytes() == _float32_bits(model["expected"]["logits:0"])   # stock TF's
 
 
 def test_readme_fortran_example_runs_as_written(oracle_models, tmp_path):
-    import re
-    readme = (REPO / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```fortran\n(.*?)```", readme, re.S) if "program predict" in b]
-    assert len(blocks) == 1, "expected one fortran block with 'program predict' in README.md"
     model = oracle_models["models"]["saved_model"]
-    exe = compile_program(blocks[0], tmp_path, "predict")
+    exe = compile_program(block("docs/guides/fortran.md", "fortran", "program predict"), tmp_path, "predict")
     printed = run_program(exe, model["path"])
     got = np.array([float(v) for v in printed.split()], np.float32).reshape(4, 2)
     with bridge.load_saved_model(model["path"]) as loaded:
@@ -337,6 +357,6 @@ def test_fortran_runs_stock_tf2_cnn_saved_model_bit_for_bit(oracle, tmp_path):
     with bridge.load_saved_model(cnn["path"]) as loaded:
         want = loaded.signatures["serving_default"](image=cnn["image"])
     assert logits.tobytes(order="C") == np.ascontiguousarray(want["logits"]).tobytes()
-    np.testing.assert_array_equal(label, want["label"])
-    np.testing.assert_allclose(logits, cnn["logits"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(label, cnn["label"])
+    np.testing.assert_array_equal(label, want["label"], strict=True)
+    assert logits.tobytes(order="C") == _float32_bits(cnn["logits"])   # stock TF's
+    np.testing.assert_array_equal(label, cnn["label"], strict=True)

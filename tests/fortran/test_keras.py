@@ -121,6 +121,10 @@ program keras
     deallocate(x, y, again, in_keys, out_keys)
   end do
   close(u)
+  call m%save_checkpoint("ckpt", st)
+  print '(a,i0,a)', "checkpoint save ", st%code, " " // st%message
+  call m%restore_checkpoint("ckpt", st)
+  print '(a,i0,a)', "checkpoint restore ", st%code, " " // st%message
   call m%close()
 contains
   subroutine check(st)
@@ -150,9 +154,10 @@ def _manifest(keras_models: dict, name: str) -> dict:
     return keras_models["models"][name]
 
 
-def _run(program: Path, folder: Path, path: str, signatures: dict) -> tuple[bool, dict]:
+def _run(program: Path, folder: Path, path: str, signatures: dict) -> tuple[bool, dict, dict]:
     """Run the program in folder on the model at path: whether it restored
-    through the object graph, and {signature: {key: (first run, second run)}}."""
+    through the object graph, {signature: {key: (first run, second run)}} and
+    what save_checkpoint and restore_checkpoint then said ({"save": (code, message), "restore": ...})."""
     folder.mkdir()
     exe = folder / program.name
     exe.symlink_to(program)
@@ -173,7 +178,12 @@ def _run(program: Path, folder: Path, path: str, signatures: dict) -> tuple[bool
     restored = printed[0] == "object_restore T"
     assert printed[0] in ("object_restore T", "object_restore F"), printed
     outputs: dict = {}
+    checkpoint = {}
     for line in printed[1:]:
+        if line.startswith("checkpoint "):
+            _, what, code, *message = line.split(" ")
+            checkpoint[what] = (int(code), " ".join(message).strip())
+            continue
         _, s, i, dtype, rank, *dims = line.split()
         name = list(signatures)[int(s) - 1]
         key = sorted(signatures[name]["expected"])[int(i) - 1]
@@ -182,7 +192,8 @@ def _run(program: Path, folder: Path, path: str, signatures: dict) -> tuple[bool
         shape = tuple(int(d) for d in dims[:int(rank)])
         outputs.setdefault(name, {})[key] = tuple(
             np.frombuffer(part, BY_ENUM[int(dtype)]).reshape(shape) for part in (raw[:half], raw[half:]))
-    return restored, outputs
+    assert set(checkpoint) == {"save", "restore"}, printed
+    return restored, outputs, checkpoint
 
 
 # model -> whether its load needs the object graph restore: Keras' own
@@ -193,8 +204,16 @@ KERAS_MODELS = {"sequential": True, "functional": True, "signatures": True, "exp
 @pytest.mark.parametrize("name", list(KERAS_MODELS))
 def test_fortran_runs_keras_saved_models_like_stock_tf_bit_for_bit(keras_models, program, tmp_path, name):
     manifest = _manifest(keras_models, name)
-    restored, outputs = _run(program, tmp_path / "run", manifest["path"], manifest["signatures"])
+    restored, outputs, checkpoint = _run(program, tmp_path / "run", manifest["path"], manifest["signatures"])
     assert restored == KERAS_MODELS[name], "the object graph restore ran" if restored else "it did not run"
+    if restored:   # its SaverDef would save and restore other copies than the signatures read: refused
+        for what in ("save", "restore"):
+            code, message = checkpoint[what]
+            assert code == 12, (what, code, message)
+            assert message.startswith(f"{what}_checkpoint('ckpt'): {manifest['path']} is a TF2 export"), message
+            assert f"its SaverDef would {what} other copies of them" in message, message
+    else:
+        assert checkpoint == {"save": (0, ""), "restore": (0, "")}, checkpoint
     assert set(outputs) == set(manifest["signatures"])
     for signature, info in manifest["signatures"].items():
         assert set(outputs[signature]) == set(info["expected"]), signature
@@ -219,14 +238,15 @@ def test_models_that_loaded_before_get_no_object_restore(keras_models, oracle_mo
     # A tf.Module's signatures read the handles the SaverDef's restore fills:
     # outputs equal stock TF's, and no restore op is added.
     manifest = keras_models["models"]["lazy_module"]
-    restored, outputs = _run(program, tmp_path / "module", manifest["path"], manifest["signatures"])
+    restored, outputs, _ = _run(program, tmp_path / "module", manifest["path"], manifest["signatures"])
     assert not restored
     for key, want in manifest["signatures"]["serving_default"]["expected"].items():
         for got in outputs["serving_default"][key]:
             np.testing.assert_array_equal(got, want, err_msg=key, strict=True)
     # TF1 (no object graph) and the bridge's own SavedModels load as they did.
-    restored, _ = _run(program, tmp_path / "tf1", oracle_models["models"]["saved_model"]["path"], {})
+    restored, _, checkpoint = _run(program, tmp_path / "tf1", oracle_models["models"]["saved_model"]["path"], {})
     assert not restored
+    assert checkpoint == {"save": (0, ""), "restore": (0, "")}, checkpoint   # a TF1 model's SaverDef is right
     g = bridge.Graph()
     with g.as_default():
         x = bridge.placeholder(bridge.float32, [None, 2], name="x")
@@ -237,7 +257,7 @@ def test_models_that_loaded_before_get_no_object_restore(keras_models, oracle_mo
         sess.run(bridge.global_variables_initializer(g))
         bridge.saved_model.save(sess, export_dir, {"serving_default": ({"x": x}, {"y": y})})
     feeds = {"x": np.array([[1, 2], [3, 4]], np.float32)}
-    restored, outputs = _run(program, tmp_path / "bridge", str(export_dir),
+    restored, outputs, _ = _run(program, tmp_path / "bridge", str(export_dir),
                              {"serving_default": {"feeds": feeds, "expected": {"y": None}}})
     assert not restored
     for got in outputs["serving_default"]["y"]:

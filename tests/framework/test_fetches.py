@@ -61,15 +61,33 @@ def test_a_variable_fetches_its_value_wherever_it_sits(setup) -> None:
 def test_every_kind_of_graph_element_comes_back_as_a_value(setup) -> None:
     g, sess, x, v, y, init = setup
     feed = {x: np.array([3.0, 4.0])}
-    elements = {"Output": y, "Variable": v, "tensor name": "y:0", "Variable's handle": v.handle,
-                "value()": v.value(), "fed placeholder": x,
-                "fed placeholder by name": "x:0"}
-    for what, el in elements.items():
-        for wrap in (lambda e: e, lambda e: [e], lambda e: (e,), lambda e: {"k": e}, lambda e: Pair(e, e)):
-            got = sess.run(wrap(el), feed)
-            for value in (got if isinstance(got, tuple) else [got] if not isinstance(got, (list, dict))
-                          else got if isinstance(got, list) else got.values()):
-                assert value is not None, f"{what} in {wrap(el)!r} came back None"
+    y_value, v_value, x_value = np.array([3.0, 8.0]), np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    elements = {"Output": (y, y_value), "Variable": (v, v_value), "tensor name": ("y:0", y_value),
+                "Variable's handle": (v.handle, None), "value()": (v.value(), v_value),
+                "fed placeholder": (x, x_value), "fed placeholder by name": ("x:0", x_value)}
+
+    def check(value, want, where: str) -> None:
+        if want is None:   # a resource handle: a scalar resource tensor, no numpy value
+            assert isinstance(value, bridge.Tensor), where
+            assert (value.dtype, value.shape) == (bridge.resource, ()), where
+        else:
+            assert isinstance(value, np.ndarray), where
+            np.testing.assert_array_equal(value, want, err_msg=where, strict=True)
+
+    for what, (el, want) in elements.items():
+        got = sess.run(el, feed)
+        check(got, want, what)
+        check(sess.run([el], feed)[0], want, f"{what} in a list")
+        got = sess.run((el,), feed)
+        assert isinstance(got, tuple) and len(got) == 1, what
+        check(got[0], want, f"{what} in a tuple")
+        got = sess.run({"k": el}, feed)
+        assert list(got) == ["k"], what
+        check(got["k"], want, f"{what} in a dict")
+        got = sess.run(Pair(el, el), feed)
+        assert isinstance(got, Pair), what
+        check(got.first, want, f"{what} in a namedtuple")
+        check(got.second, want, f"{what} in a namedtuple, twice")
     for what, el in {"Operation": init, "operation name": "init", "Variable initializer": v.initializer}.items():
         assert sess.run(el) is None, what
         assert sess.run([el, y], feed)[0] is None, what

@@ -55,7 +55,7 @@ def test_fast_and_general_feeds_give_the_same_values(fixed):
             np.testing.assert_array_equal(got[0], base ** 2)
             np.testing.assert_array_equal(got[1], [1, 4, 9])
             assert got[2] == np.float32(2.25) and got[2].dtype == np.float32 and got[2].shape == ()
-            for a, b in zip(got, ran):
+            for a, b in zip(got, ran, strict=True):
                 assert a.dtype == b.dtype and a.shape == b.shape
                 np.testing.assert_array_equal(a, b)
 

@@ -10,11 +10,12 @@ nested lists and tuples, ragged and over-deep lists, object arrays mixing
 str/bytes/None/ints/floats, huge and non-finite values, strings for numeric
 placeholders and numbers for string ones.
 
-The contract checked (README, "Running a predefined graph"; bridge/framework/tensor.py):
+The contract checked (docs/guides/predefined-graphs.md; bridge/framework/tensor.py):
 
 * a value is accepted, and the fetched value equals ``np.asarray(value)``
   cast to the placeholder's type exactly (shape, dtype, every bit but NaN
-  payloads), or it raises TypeError (wrong type, lossy conversion) or
+  payloads; a 0-d one fetched by Session.run is a numpy scalar, bytes for a
+  string, as TF1 gives), or it raises TypeError (wrong type, lossy conversion) or
   ValueError (ragged lists, ...), or, from Session.run,
   bridge.errors.InvalidArgumentError;
 * refused: complex into a real type; non-integral, non-finite or
@@ -377,7 +378,7 @@ def same_loose(got: np.ndarray, source: np.ndarray) -> bool:
     """An accepted object array of numbers: each element keeps its value."""
     if got.shape != source.shape:
         return False
-    for g, s in zip(got.reshape(-1).tolist(), source.reshape(-1).tolist()):
+    for g, s in zip(got.reshape(-1).tolist(), source.reshape(-1).tolist(), strict=True):
         if isinstance(s, float) and math.isnan(s):
             if not (isinstance(g, (float, complex)) and g != g):
                 return False
@@ -414,7 +415,19 @@ def check_message(exc: BaseException, expect: Expect, target: dtypes.DType, wher
 ALLOWED = (TypeError, ValueError)
 
 
-def judge(call, expect: Expect, target_dtype, allowed, on_error=None, result_dtype=None):
+def result_array(got, fetched: bool):
+    """``got`` as an array.  A Session.run result (``fetched``) has TF1's type: a 0-d one is a
+    numpy scalar (bytes for a string), any other an ndarray; bridge.Tensor gives ndarrays."""
+    if fetched and isinstance(got, bytes):
+        return np.array(got, dtype=object)
+    if fetched and isinstance(got, np.generic):
+        return np.asarray(got)
+    assert isinstance(got, np.ndarray), type(got)
+    assert not (fetched and got.ndim == 0), f"fetched a 0-d {type(got).__name__}, not a scalar"
+    return got
+
+
+def judge(call, expect: Expect, target_dtype, allowed, on_error=None, result_dtype=None, fetched=False):
     """Run ``call``; check its outcome against ``expect``.  Returns the outcome's name."""
     try:
         got = _common.time_limited(args.example_timeout, call)
@@ -431,7 +444,7 @@ def judge(call, expect: Expect, target_dtype, allowed, on_error=None, result_dty
         return "refused"
     assert expect.outcome != "refuse", \
         f"accepted a value that must be refused ({expect.reason}); got {_common.short(got, 300)}"
-    assert isinstance(got, np.ndarray), type(got)
+    got = result_array(got, fetched)
     if result_dtype is not None:
         assert got.dtype == result_dtype, f"result dtype {got.dtype}, expected {result_dtype}"
     if expect.shape is not None:
@@ -724,7 +737,7 @@ def prop_session(data) -> None:
     STATS[f"session {expect.outcome}"] += 1
     outcome = judge(lambda: SESSION.run(identity, {key: value}), expect, target,
                     ALLOWED + (InvalidArgumentError,),
-                    on_error=lambda exc: check_message(exc, expect, target, f"'{placeholder.name}'"))
+                    on_error=lambda exc: check_message(exc, expect, target, f"'{placeholder.name}'"), fetched=True)
     if outcome != "accepted":
         session_still_works()
 
@@ -781,13 +794,13 @@ def prop_static_shape(data) -> None:
     dims = data.draw(st.one_of(st.just(tuple(2 if s is None else s for s in shape)),
                                st.lists(st.integers(0, 3), max_size=3).map(tuple)), label="shape")
     value = np.full(dims, b"s" if dtype == "string" else 1, dtype=dt)
-    compatible = len(dims) == len(shape) and all(s is None or s == d for s, d in zip(shape, dims))
+    compatible = len(dims) == len(shape) and all(s is None or s == d for s, d in zip(shape, dims, strict=True))
     trace(f"Session.run(identity, {{'{placeholder.name}' (shape {shape}): array of shape {dims}}})")
     expect = Expect("ok", value, "compatible shape") if compatible else \
         Expect("refuse", reason=f"shape {dims} is not compatible with {shape}")
     STATS[f"static {'compatible' if compatible else 'incompatible'}"] += 1
     outcome = judge(lambda: SESSION.run(STATIC_IDENTITIES[name], {placeholder: value}), expect,
-                    dtypes.as_dtype(dtype), ALLOWED + (InvalidArgumentError,))
+                    dtypes.as_dtype(dtype), ALLOWED + (InvalidArgumentError,), fetched=True)
     assert compatible or outcome != "accepted", f"fed shape {dims} into a placeholder of shape {shape}"
     if outcome != "accepted":
         session_still_works()

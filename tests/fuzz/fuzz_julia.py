@@ -6,7 +6,7 @@ static output and dynamic outputs (assigned by Julia, sized by the values).
 Each example feeds it values of random shapes (empty ones too), values
 (non-finite, extreme, arbitrary bytes) and layouts (Fortran order, steps,
 negative strides, Python lists), sometimes of the wrong rank, and runs it in
-a random one of the scheduling modes (README, "Threads": posted from TF's
+a random one of the scheduling modes (docs/internals/threads.md: posted from TF's
 pool threads, a graph run by the caller's thread, ``TFBRIDGE_JULIA_ASYNC=0``,
 a ``julia_thread`` session).
 
@@ -120,7 +120,7 @@ def _session(mode: str):
     config = {"posted": dict(inline_small_graphs=0), "caller": {}, "synchronous": dict(inline_small_graphs=0),
               "julia_thread": dict(julia_thread=True)}[mode]
     sess = bridge.Session(g, config=bridge.SessionConfig(**config))
-    sess.run(outputs, dict(zip(feeds, VALID)))
+    sess.run(outputs, dict(zip(feeds, VALID, strict=True)))
     os.environ.pop("TFBRIDGE_JULIA_ASYNC", None)
     return sess, feeds, list(outputs)
 
@@ -131,7 +131,7 @@ SESSIONS = {mode: _session(mode) for mode in MODES}
 
 
 def expected(values: list) -> list:
-    a, b, c, d, e = (np.asarray(v, dtype=dt) for v, (_, dt, _) in zip(values[:5], INPUTS))
+    a, b, c, d, e = (np.asarray(v, dtype=dt) for v, (_, dt, _) in zip(values[:5], INPUTS[:5], strict=True))
     w = np.asarray(values[5], dtype=object)
     with np.errstate(over="ignore"):  # 2x overflows to inf, in Julia too
         a2, b2 = 2 * a, b * np.float32(2)
@@ -216,21 +216,21 @@ def example(draw):
 def prop_ops(ex) -> None:
     mode, values, wrong = ex
     text = f"mode {mode}, wrong rank: {INPUTS[wrong][0] if wrong >= 0 else None}\n" + \
-        "\n".join(f"{name}: {_common.short(v, 300)}" for (name, _, _), v in zip(INPUTS, values))
+        "\n".join(f"{name}: {_common.short(v, 300)}" for (name, _, _), v in zip(INPUTS, values, strict=True))
     trace(text)
     note(text)
     sess, feeds, outputs = SESSIONS[mode]
     try:
-        got = sess.run(outputs, dict(zip(feeds, values)))
+        got = sess.run(outputs, dict(zip(feeds, values, strict=True)))
     except (InvalidArgumentError, ValueError) as exc:
         assert wrong >= 0, f"a valid feed was refused: {exc}"
         STATS["refused " + mode] += 1
     else:
         STATS["ran " + mode] += 1
         assert wrong < 0, "a feed of the wrong rank ran"
-        for name, g, w in zip(["a2", "b2", "c2", "d2", "e2", "w2", "count"], got, expected(values)):
+        for name, g, w in zip(["a2", "b2", "c2", "d2", "e2", "w2", "count"], got, expected(values), strict=True):
             assert same(g, w), f"{name}: got {_common.short(g)}, want {_common.short(w)}"
-    again = sess.run(outputs, dict(zip(feeds, VALID)))
+    again = sess.run(outputs, dict(zip(feeds, VALID, strict=True)))
     assert same(again[0], 2 * VALID[0]), "the session no longer runs"
 
 

@@ -1,7 +1,7 @@
 """Fuzz the custom_op.txt parser (bridge.customop.spec) and the code generator.
 
-Start from valid specs (tests/golden/customop/*/custom_op.txt, the README's and
-the example's, one that uses every extension), mutate them (random text and
+Start from valid specs (tests/golden/customop/*/custom_op.txt, the first op's
+(docs/getting-started/first-op.md) and the example's, one that uses every extension), mutate them (random text and
 bytes, encodings, byte-order marks, line endings, long names, huge and nested
 dimensions, bad attribute defaults and directives, every token and line
 dropped or duplicated) and check that:
@@ -87,7 +87,7 @@ def _seeds() -> list[tuple[str, str]]:
     example = ROOT / "examples" / "twolayer" / "custom_op.txt"
     if example.is_file():
         seeds.append((str(example.relative_to(ROOT)), example.read_text(encoding="utf-8")))
-    seeds += [("README Sinc", SINC), ("every extension", EVERYTHING)]
+    seeds += [("first op Sinc", SINC), ("every extension", EVERYTHING)]
     return seeds
 
 
@@ -138,7 +138,7 @@ def check_spec(spec: OpSpec) -> str:
     # Nothing from the spec may interpolate in the generated Julia (its templates have no '$').
     for name, out in [("julia_stub", codegen.julia_stub(spec)), ("entries_source", entries or "")]:
         assert "$" not in out, f"{name} has a '$' (Julia interpolation) from the spec"
-    script = codegen.gradtest_script(spec, "op_dir")
+    script = codegen.gradtest_script(spec)
     compile(script, "gradtest.py", "exec")
     return f"OpSpec {spec.name}: {len(spec.inputs)} inputs, {len(spec.outputs)} outputs, {len(spec.attrs)} attrs"
 

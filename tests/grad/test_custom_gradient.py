@@ -65,10 +65,10 @@ def test_custom_gradient_matches_tensorflow(name, golden):
     got = _run(name)
     np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-14)
     assert len(got["grads"]) == len(want["grads"])
-    for g, w in zip(got["grads"], want["grads"]):
+    for g, w in zip(got["grads"], want["grads"], strict=True):
         assert np.all(np.isfinite(g))
         np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
-    for g, w in zip(got["second"], want["second"]):
+    for g, w in zip(got["second"], want["second"], strict=True):
         if w is None:  # TF: not connected; the bridge may say None or zeros
             assert g is None or not np.any(g), g
         else:

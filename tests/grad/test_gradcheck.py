@@ -104,6 +104,14 @@ def test_linear_functions_pass_at_roundoff() -> None:
     assert wrong.verdict == "FAIL" and wrong.slope_first == pytest.approx(1.0, abs=0.1)
 
 
+def test_a_zero_gradient_at_a_minimum_passes() -> None:
+    """g v = 0: the remainder is all curvature, O(h^2); no relative resolution to speak of."""
+    result = gradcheck(lambda x: x * x, np.zeros(3))
+    assert result.verdict == "PASS" and result.slope_first == pytest.approx(2.0, abs=0.05)
+    assert result.directional_derivative == 0.0 and result.resolution == np.inf
+    assert "cannot see" not in result.message
+
+
 def test_a_constant_function_is_reported_as_such_and_does_not_pass() -> None:
     result = gradcheck(lambda x: ops.stop_gradient(x) * 0.0 + 2.0, X0)
     assert result.verdict == "CONSTANT" and not result.passed
@@ -218,7 +226,7 @@ def test_complex_jacobians_equal_tfs_gradient_checker() -> None:
     answer = run_oracle("checker_jacobians", {"cases": [(name, x0) for name, (x0, _) in COMPLEX_CASES.items()]})
     for name, (x0, f) in COMPLEX_CASES.items():
         ours = compute_gradient(f, x0)
-        for k, ((t, n), (tf_t, tf_n)) in enumerate(zip(ours, answer["jacobians"][name])):
+        for k, ((t, n), (tf_t, tf_n)) in enumerate(zip(ours, answer["jacobians"][name], strict=True)):
             assert t.dtype == np.float64 and t.shape == tf_t.T.shape, (name, k, t.shape, tf_t.shape)
             np.testing.assert_allclose(t, tf_t.T, rtol=1e-12, atol=1e-12, err_msg=f"{name} x{k} theoretical")
             np.testing.assert_allclose(n, tf_n.T, rtol=1e-6, atol=1e-8, err_msg=f"{name} x{k} numerical")
@@ -237,3 +245,140 @@ def test_a_wrong_complex_gradient_fails_compare_jacobians() -> None:
 def test_nan_jacobian_error_is_reported_not_hidden() -> None:
     check = compare_jacobians(lambda x: ops.sqrt(x), [np.array([-1.0, 4.0])])
     assert not check.passed and np.isnan(check.max_error), check
+
+
+# --- order 2: the Hessian ---------------------------------------------------------------------
+
+def _twice(f, df, d2f, second=1.0):
+    """f with custom first and second derivatives: the gradient df is right,
+    the gradient of the gradient is d2f times ``second`` (1: right)."""
+    def build(x):
+        @bridge.custom_gradient
+        def derivative(u):
+            return df(u), lambda dy: dy * d2f(u) * second
+
+        @bridge.custom_gradient
+        def value(u):
+            return f(u), lambda dy: dy * derivative(u)
+        return value(x)
+    return build
+
+
+SIN_EXP = (lambda u: ops.sin(u) * ops.exp(u), lambda u: (ops.cos(u) + ops.sin(u)) * ops.exp(u),
+           lambda u: 2.0 * ops.cos(u) * ops.exp(u))
+
+
+def test_order_2_passes_a_right_hessian_with_third_order_convergence() -> None:
+    result = gradcheck(_twice(*SIN_EXP), X0, order=2)
+    assert result.verdict == "PASS" and result.passed and result.order == 2
+    assert result.slope_second == pytest.approx(3.0, abs=0.15)
+    assert result.slope_first == pytest.approx(2.0, abs=0.15)
+    assert result.second_order.shape == result.first_order.shape == (6,)
+    text = str(result)
+    assert text.startswith("gradcheck PASS (order 2): second-order slope")
+    # The bridge's own second derivatives (TF's C++ gradients of gradients) and a matrix product.
+    assert gradcheck(lambda x: ops.tanh(x) * ops.exp(x), X0, order=2).verdict == "PASS"
+    a = np.array([[2.0, 0.5], [0.5, 1.0]])
+    assert gradcheck(lambda m: ops.sin(ops.mat_mul(m, m)), [a], order=2).verdict == "PASS"
+
+
+def test_order_2_fails_a_wrong_hessian_with_slope_two() -> None:
+    """The gradient is right (order 1 passes); its own gradient is off by 2, by 1%, NaN."""
+    assert gradcheck(_twice(*SIN_EXP, second=2.0), X0).verdict == "PASS"
+    for second in (2.0, 1.01):
+        result = gradcheck(_twice(*SIN_EXP, second=second), X0, order=2)
+        assert result.verdict == "FAIL" and not result.passed, (second, str(result))
+        assert "second-order remainder falls like O(h^" in result.message and "the Hessian is wrong" in \
+            result.message
+    assert gradcheck(_twice(*SIN_EXP, second=2.0), X0, order=2).slope_second == pytest.approx(2.0, abs=0.15)
+    result = gradcheck(_twice(*SIN_EXP, second=float("nan")), X0, order=2)
+    assert result.verdict == "FAIL" and not result.evaluated
+    assert "the Hessian-vector product with respect to x0 is not finite where f is: 4 of 4 values" in result.message
+
+
+def test_order_2_of_a_wrong_gradient_fails_on_the_gradient() -> None:
+    result = gradcheck(_model("TestSquareGradMissingFactor"), X0, order=2)
+    assert result.verdict == "FAIL"
+    assert "first-order remainder falls like O(h^1.0" in result.message and "the gradient is wrong (fix it " \
+        "before testing the Hessian)" in result.message
+
+
+def test_order_2_quadratic_passes_exactly_and_linear_tests_nothing() -> None:
+    """A quadratic f has a zero third-order remainder: QUADRATIC, order 2's LINEAR.
+    A linear f has v'Hv = 0: at order 2 that checks no Hessian (LINEAR, not a pass)."""
+    result = gradcheck(lambda x: x * x * 3.0 + x, X0, order=2)
+    assert result.verdict == "QUADRATIC" and result.passed and not result.fitted.any()
+    assert "f is quadratic along v" in result.message and "PASS" not in str(result)
+    linear = gradcheck(lambda x: x * 3.0 + 1.0, X0, order=2)
+    assert linear.verdict == "LINEAR" and not linear.passed
+    assert "a zero second derivative checks no Hessian" in linear.message
+    # At order 1 a linear f passes, a quadratic one is an ordinary PASS.
+    assert gradcheck(lambda x: x * 3.0 + 1.0, X0).passed
+    assert gradcheck(lambda x: x * x * 3.0 + x, X0).verdict == "PASS"
+
+    @RegisterGradient("TestQuadraticGradWrong")  # d/dx of x^2 is 2x: 2.5x makes v'Hv wrong
+    def _wrong(op, grad):
+        return grad * (op.inputs[0] * 2.5)
+
+    def quadratic(x):
+        with bridge.get_default_graph().gradient_override_map({"Square": "TestQuadraticGradWrong"}):
+            return ops.square(x)
+    # The gradient is wrong too, so order 2 stops at it; a linear f with a curved "Hessian" fails.
+    assert gradcheck(quadratic, X0, order=2).verdict == "FAIL"
+    curved = gradcheck(_twice(lambda u: u * 3.0, lambda u: u * 0.0 + 3.0, lambda u: u * 0.0 + 1.0), X0, order=2)
+    assert curved.verdict == "FAIL" and "f is linear along v" in curved.message and \
+        "v'Hv" in curved.message and "the Hessian is wrong" in curved.message
+
+
+def test_order_2_in_float32_is_evaluated_in_float64_or_said_untestable() -> None:
+    x0 = X0.astype(np.float32)
+    assert gradcheck(_twice(*SIN_EXP), x0, order=2).verdict == "PASS"
+    assert gradcheck(_twice(*SIN_EXP, second=2.0), x0, order=2).verdict == "FAIL"
+    own = gradcheck(_twice(*SIN_EXP), x0, order=2, promote=False)
+    assert own.dtype == "float32" and own.verdict in ("PASS", "CANNOT TEST"), str(own)
+
+
+def test_order_2_of_complex_inputs() -> None:
+    """|z|^4 as a real function of (re z, im z), and a holomorphic z^3 (its real part weighted)."""
+    z = _Z[:2]
+    assert gradcheck(lambda u: ops.real(u * ops.conj(u) * u * ops.conj(u), Tout=bridge.float64), [z],
+                     order=2).verdict == "PASS"
+    assert gradcheck(lambda u: u * u * u, [z], order=2).verdict == "PASS"
+
+
+def test_order_2_plot_shows_three_remainders(tmp_path) -> None:
+    path = tmp_path / "hessian.png"
+    result = gradcheck(_twice(*SIN_EXP, second=2.0), X0, order=2, plot=str(path))
+    assert result.plot == str(path) and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_order_must_be_1_or_2() -> None:
+    with pytest.raises(ValueError, match="order must be 1 .gradient. or 2 .Hessian., not 3"):
+        gradcheck(ops.sin, X0, order=3)
+
+
+def test_a_gradient_without_a_gradient_cannot_test_the_hessian() -> None:
+    """Order 2 differentiates the gradient: an op on its way without a gradient stops it, named."""
+    def cos_grad(x):  # sin with the gradient dy * cos(x), whose Cos takes a gradient nothing registered
+        @bridge.custom_gradient
+        def value(u):
+            def grad(dy):
+                with bridge.get_default_graph().gradient_override_map({"Cos": "TestNoSuchGradient"}):
+                    return dy * ops.cos(u)
+            return ops.sin(u), grad
+        return value(x)
+    assert gradcheck(cos_grad, X0).verdict == "PASS"
+    result = gradcheck(cos_grad, X0, order=2)
+    assert result.verdict == "CANNOT TEST" and not result.passed and not result.evaluated
+    assert result.message.startswith("cannot test the Hessian: the gradient of f is not differentiable: ")
+    assert "'TestNoSuchGradient'" in result.message
+
+
+def test_an_f_without_a_gradient_raises_at_any_order() -> None:
+    """No gradient at all is the caller's error, as before, not a verdict about the Hessian."""
+    def build(x):
+        with bridge.get_default_graph().gradient_override_map({"Sin": "TestNoSuchGradient"}):
+            return ops.sin(x)
+    for order in (1, 2):
+        with pytest.raises(LookupError, match="'TestNoSuchGradient'"):
+            gradcheck(build, X0, order=order)

@@ -177,8 +177,8 @@ def test_gradient_matches_tensorflow(expected: dict, index: int, per_op: bool) -
     want = expected["results"][index]
     assert not isinstance(want, str), f"the oracle rejected {case['op']}: {want}"
     got = _bridge_gradients(case, per_op)
-    for w, g in zip(want, got):
-        for wi, gi in zip(w if isinstance(w, list) else [w], g if isinstance(g, list) else [g]):
+    for w, g in zip(want, got, strict=True):
+        for wi, gi in zip(w if isinstance(w, list) else [w], g if isinstance(g, list) else [g], strict=True):
             if wi is None:
                 assert gi is None or not np.any(gi), f"{case['op']}: TF has no gradient, the bridge has {gi}"
             else:
@@ -187,7 +187,7 @@ def test_gradient_matches_tensorflow(expected: dict, index: int, per_op: bool) -
 
 
 def test_at_least_sixty_differentiable_op_types_are_covered(expected: dict) -> None:
-    differentiable = {case["op"] for case, r in zip(CASES, expected["results"])
+    differentiable = {case["op"] for case, r in zip(CASES, expected["results"], strict=True)
                       if not isinstance(r, str) and any(
                           v is not None for w in r for v in (w if isinstance(w, list) else [w]))}
     assert len(differentiable) >= 60, sorted(differentiable)
@@ -239,7 +239,9 @@ def test_op_without_gradient_raises_lookup_error_naming_it() -> None:
             assert "IgammaGradA" in msg and "my_igamma_grad_a" in msg
             assert "RegisterGradient('IgammaGradA')" in msg and "gradient_override_map" in msg
         # An op without gradient is fine where no gradient reaches it.
-        assert gradients(ops.sum(ops.exp(x), [0]) + ops.stop_gradient(loss), x)[0] is not None
+        gx, = gradients(ops.sum(ops.exp(x), [0]) + ops.stop_gradient(loss), x)
+    xv = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(_run(g, gx, {x: xv}), np.exp(xv), rtol=1e-15)
 
 
 def test_python_registered_gradient_is_used_and_duplicates_are_rejected() -> None:
@@ -267,8 +269,9 @@ def test_not_differentiable_op_gives_none() -> None:
         x = bridge.placeholder("float64", [2], name="x")
         with g.gradient_override_map({"Sin": "TestNoGrad"}):
             y = ops.sin(x)
-        assert gradients(ops.add_v2(y, ops.cos(x)), x)[0] is not None
+        gx, = gradients(ops.add_v2(y, ops.cos(x)), x)   # only cos(x) reaches x: -sin(x)
         assert gradients(y, x)[0] is None
+    np.testing.assert_allclose(_run(g, gx, {x: [0.5, -1.0]}), -np.sin([0.5, -1.0]), rtol=1e-15)
 
 
 def test_override_naming_nothing_registered_is_an_error() -> None:
@@ -436,7 +439,7 @@ def test_random_graphs_mixing_python_and_cpp_gradients(seed: int) -> None:
     reference = _random_graph(seed, python_share=0.0)  # one TF_AddGradients call
     for share in (0.2, 1.0):
         got = _random_graph(seed, python_share=share)
-        for r, v in zip(reference, got):
+        for r, v in zip(reference, got, strict=True):
             assert (r is None) == (v is None)
             if r is not None:
                 np.testing.assert_allclose(v, r, rtol=1e-11, atol=1e-13)

@@ -74,7 +74,7 @@ def oracle_answers():
         cases.append({"graph_def": g.as_graph_def(), "init": [init.name], "xs": [w.handle.name],
                       "ys": [y.name for y in ys], "feed": {k.name: v for k, v in feed.items()}})
     results = run_oracle("variable_gradients", {"cases": cases})["results"]
-    return dict(zip(BUILDS, results))
+    return dict(zip(BUILDS, results, strict=True))
 
 
 @pytest.mark.parametrize("name", list(BUILDS))

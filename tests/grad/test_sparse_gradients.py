@@ -187,7 +187,7 @@ def answers(oracle):
     response = oracle("sparse_gradients", {
         "cases": cases, "graphs": GRAPHS,
         "bridge_graphs": {s["id"]: _bridge_graph(s).as_graph_def() for s in GRAPHS}})
-    response["results"] = dict(zip(BUILDS, response["results"]))
+    response["results"] = dict(zip(BUILDS, response["results"], strict=True))
     return response
 
 
@@ -204,7 +204,7 @@ def test_gradient_matches_tensorflow(name, answers):
     with bridge.Session(g) as s:
         s.run(init)
         got = s.run(grads, feed)
-    for k, (d, value) in enumerate(zip(grads, got)):
+    for k, (d, value) in enumerate(zip(grads, got, strict=True)):
         if isinstance(d, bridge.IndexedSlices):
             assert isinstance(value, bridge.IndexedSlicesValue)
             w_values, w_indices, w_shape = want["parts"][k]

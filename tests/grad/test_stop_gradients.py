@@ -158,7 +158,7 @@ def _build(spec: dict, replace_stopped: bool):
             indices = list(range(first, first + len(outs)))
             if replace_stopped and any(k in stopped for k in indices):
                 placeholders = []
-                for k, t in zip(indices, outs):
+                for k, t in zip(indices, outs, strict=True):
                     ph = bridge.placeholder("float64", [3], name=f"stopped{k}")
                     feed[ph] = values[k]
                     placeholders.append(ph)
@@ -239,7 +239,7 @@ def _request_and_bridge(spec: dict):
     def both_orders(stops):
         with g.as_default():
             first = gradients(ys, xs, grad_ys=gys, stop_gradients=stops)
-            parts = [ops.sum(ops.mul(gr, v), [0]) for gr, v in zip(first, vs) if gr is not None]
+            parts = [ops.sum(ops.mul(gr, v), [0]) for gr, v in zip(first, vs, strict=True) if gr is not None]
             second = gradients(ops.add_n(parts) if len(parts) > 1 else parts[0], xs, stop_gradients=stops) \
                 if parts else None
         fetch = [t for t in first + (second or []) if t is not None]
@@ -256,12 +256,12 @@ def _request_and_bridge(spec: dict):
 def answers() -> dict:
     built = {name: _request_and_bridge(spec) for name, spec in ALL.items()}
     results = run_oracle("graph_gradients", {"cases": [b[0] for b in built.values()]})["results"]
-    return {name: (*b[1:], want) for (name, b), want in zip(built.items(), results)}
+    return {name: (*b[1:], want) for (name, b), want in zip(built.items(), results, strict=True)}
 
 
 def _close(got, want, what, zeros_for_none=()):
     assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want)):
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
         if g is None and k in zeros_for_none and w is not None and not np.any(w):
             continue
         assert (g is None) == (w is None), f"{what}, x{k}: bridge {g}, TF {w}"

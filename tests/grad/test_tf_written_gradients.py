@@ -51,10 +51,11 @@ def _bridge_evaluator(want: dict, with_second: bool = True):
         first = bridge.gradients(ys, xs, grad_ys=gys)
         second = [None] * len(xs)
         if with_second:
-            parts = [ops.sum(ops.reshape(ops.mul(g, v), [-1]), 0) for g, v in zip(first, vs) if g is not None]
+            parts = [ops.sum(ops.reshape(ops.mul(g, v), [-1]), 0)
+                     for g, v in zip(first, vs, strict=True) if g is not None]
             z = ops.add_n(parts) if len(parts) > 1 else parts[0]
             second = bridge.gradients(z, xs)
-        objective = ops.add_n([ops.sum(ops.reshape(ops.mul(y, g), [-1]), 0) for y, g in zip(ys, gys)])
+        objective = ops.add_n([ops.sum(ops.reshape(ops.mul(y, g), [-1]), 0) for y, g in zip(ys, gys, strict=True)])
     sess = bridge.Session(graph)
     for name in want["init"]:
         sess.run(name)
@@ -75,7 +76,7 @@ def _bridge_gradients(want: dict):
 
 def _close(got: list, want: list, what: str) -> None:
     assert len(got) == len(want), what
-    for k, (g, w) in enumerate(zip(got, want)):
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
         assert (g is None) == (w is None), f"{what}, x{k}: bridge {g is None and 'None'}, TF {w is None and 'None'}"
         if w is not None:
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10, err_msg=f"{what}, x{k}")
@@ -114,11 +115,11 @@ def test_calls_of_functions_with_control_flow_match_differences(answers: dict, n
     assert not isinstance(want, str), f"stock TF could not write the graph: {want}"
     evaluate = _bridge_evaluator(want)
     first, second, _ = evaluate()
-    for g, d in zip(first, _central(lambda at: evaluate(at)[2], want)):
+    for g, d in zip(first, _central(lambda at: evaluate(at)[2], want), strict=True):
         np.testing.assert_allclose(g, d, rtol=1e-6, atol=1e-8, err_msg=f"{name}, first order")
     vs = [want["feed"][v] for v in want["vs"]]
-    dot = lambda at: sum(np.sum(g * v) for g, v in zip(evaluate(at)[0], vs))  # noqa: E731
-    for g, d in zip(second, _central(dot, want)):
+    dot = lambda at: sum(np.sum(g * v) for g, v in zip(evaluate(at)[0], vs, strict=True))  # noqa: E731
+    for g, d in zip(second, _central(dot, want), strict=True):
         np.testing.assert_allclose(g, d, rtol=1e-6, atol=1e-8, err_msg=f"{name}, second order")
 
 
@@ -166,3 +167,20 @@ def test_imported_v1_loops_have_no_gradient_in_tensorflow_either() -> None:
     get = graph.get_tensor_by_name
     with graph.as_default(), pytest.raises(LookupError, match="v1 control flow"):
         bridge.gradients([get(n) for n in want["ys"]], [get(n) for n in want["xs"]])
+
+
+def test_an_attribute_a_while_lacks_is_its_default_and_other_errors_propagate() -> None:
+    """An imported While's output_shapes and parallel_iterations (an older GraphDef may lack
+    them): TF's InvalidArgument for a missing attribute gives the default, nothing else is caught."""
+    import bridge
+    from bridge.framework.control_flow import PARALLEL_ITERATIONS
+    from bridge.grad.control_flow_grad import _attr_or
+
+    g = bridge.Graph()
+    with g.as_default():
+        op = bridge.constant(1.0).op
+    assert _attr_or(op, "parallel_iterations", PARALLEL_ITERATIONS) == 10
+    assert _attr_or(op, "output_shapes", []) == []
+    assert _attr_or(op, "dtype", None) == bridge.float32
+    with pytest.raises(AttributeError):
+        _attr_or(object(), "parallel_iterations", PARALLEL_ITERATIONS)

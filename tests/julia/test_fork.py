@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.build import built_twice, toolchain_missing
+from support.build import toolchain_missing
 from support import REPO
 
 pytestmark = pytest.mark.skipif(bool(toolchain_missing()), reason=toolchain_missing() or "toolchain present")
@@ -91,11 +91,6 @@ def run_script(body: str, folder: Path, env: dict | None = None) -> str:
         pytest.fail(f"hung for {TIMEOUT} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}")
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     return proc.stdout
-
-
-@pytest.fixture(scope="module")
-def twice_folder(tmp_path_factory) -> Path:
-    return built_twice(tmp_path_factory, "fork")
 
 
 def test_every_way_into_julia_fails_fast_in_a_forked_child(twice_folder):

@@ -9,7 +9,7 @@ It used to abort with ``free(): invalid pointer`` within seconds of
 ``bridge.julia.init()``: Julia's first thread made a Timer (``sleep(0)``)
 every 10 ms between serves, and a Timer's handle comes from
 ``ccall(:malloc)``, which under the checker is libc's own malloc, while
-libjulia frees it with the checker's ``free`` (kernels_cpp/README.md,
+libjulia frees it with the checker's ``free`` (docs/internals/kernels-cpp.md,
 "glibc's heap checker"; tests/data/heap_checker/embed_julia.c shows it
 without the bridge).  The child runs with a time limit, so a hang fails too.
 """

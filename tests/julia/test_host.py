@@ -161,10 +161,26 @@ def test_include_errors_name_the_file(tmp_path):
         julia.include(broken)
     assert str(broken) in str(info.value) and "inside the file" in str(info.value)
     assert f"{broken}:2" in str(info.value)
-    with pytest.raises(FileNotFoundError, match="does_not_exist.jl"):
+    with pytest.raises(FileNotFoundError) as missing:
         julia.include(tmp_path / "does_not_exist.jl")
-    with pytest.raises(ValueError, match="absolute path"):
-        julia.include("relative/file.jl")
+    assert str(missing.value) == f"bridge.julia.include: {tmp_path / 'does_not_exist.jl'} does not exist"
+
+
+def test_a_relative_path_is_relative_to_the_current_directory(tmp_path, monkeypatch):
+    """As step 7 of docs/getting-started/first-op.md includes ops/sinc/sinc.jl: from the current directory, the file's
+    own include lines from its folder (Julia sees the absolute path)."""
+    folder = tmp_path / "ops" / "rel"
+    folder.mkdir(parents=True)
+    (folder / "rel.jl").write_text('include("part.jl")\nhost_relative_thrice(x) = 3 * host_relative_part(x)\n')
+    (folder / "part.jl").write_text("host_relative_part(x) = x + 1\n")
+    monkeypatch.chdir(tmp_path)
+    julia.include("ops/rel/rel.jl")
+    assert julia.call("host_relative_thrice", 4) == 15
+    with pytest.raises(FileNotFoundError) as missing:
+        julia.include(Path("ops", "nothing.jl"))
+    here = Path.cwd()  # tmp_path, its links resolved
+    assert str(missing.value) == (f"bridge.julia.include: {here / 'ops' / 'nothing.jl'} ('ops/nothing.jl' "
+                                  f"from {here}) does not exist")
 
 
 # ---------------------------------------------------------------- call

@@ -6,7 +6,7 @@ sessions), abandoning the Julia ops still running; the session stays usable.
 
 What Julia 1.5 lets through: Julia code that calls TFBridge.checkinterrupt()
 stops there with InterruptException; code that never calls it runs to its end
-on its thread, its outputs discarded (README, "Interrupts and deadlines")."""
+on its thread, its outputs discarded (docs/internals/interrupts.md)."""
 from __future__ import annotations
 
 import os
@@ -77,6 +77,9 @@ end
 
 MODES = ["posted", "synchronous", "julia_thread"]
 SLACK = 0.5  # the issue's bound: timeout + 0.5 s, Ctrl-C within 0.5 s
+
+# Half-second bounds on deadlines and Ctrl-C: run alone (`make test`'s serial phase).
+pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(scope="module")
@@ -340,11 +343,14 @@ def interrupter():
         if rng.random() < 0.3:
             julia.eval("GC.gc()")
 
+failures = []   # a thread that dies fails the run: its error would only be printed
+threading.excepthook = lambda args: failures.append(f"{args.thread.name}: {args.exc_type.__name__}: {args.exc_value}")
 threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
 threads.append(threading.Thread(target=interrupter))
 for t in threads: t.start()
 for t in threads: t.join()
 for sess, *_ in sessions: sess.close()
+assert not failures, failures
 print(counts)
 """
 

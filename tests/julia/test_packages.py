@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,14 +37,15 @@ from bridge import customop, julia, ops
 from support.build import op_folder
 from support import REPO
 from support.cli import tfbridge
+from support.docs import block
 
 
 DEPOT = os.environ.get("TFBRIDGE_JULIA_DEPOT", "")
-JULIA_VERSION_DIR = "v1.5"  # Debian's Julia 1.5.3 (ENVIRONMENT.md); the first test checks it
+JULIA_VERSION_DIR = "v1.5"  # Debian's Julia 1.5.3 (julia/install-julia.sh); the first test checks it
 TIMEOUT = 900  # a child that precompiles SpecialFunctions from scratch takes about a minute
 HOW_TO_GET = ("Julia does not find ForwardDiff and SpecialFunctions: run the tests through `make test`, which "
               "sets TFBRIDGE_JULIA_DEPOT to ../shared/julia-depot, or set TFBRIDGE_JULIA_DEPOT to a Julia "
-              "depot holding them (README, \"Julia packages in ops\")")
+              "depot holding them (docs/guides/julia-packages.md)")
 
 UUIDS = {"SpecialFunctions": "276daf66-3868-5448-9aa4-cd146d93841b",
          "StaticArrays": "90137ffa-7385-5640-81b9-e52037218182"}
@@ -180,12 +180,10 @@ def packages():
     julia.eval("import ForwardDiff, SpecialFunctions")  # the first time: precompiles them (about a minute)
 
 
-# The README's example ("Julia packages in ops"), run as written: a backward
+# The example of docs/guides/julia-packages.md, run as written: a backward
 # function that is ForwardDiff over the forward function, no hand-written gradient.
-FD_SPEC = next(block for kind, block in re.findall(r"```(\w*)\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-               if kind == "" and block.startswith("Smooth\n"))
-FD_JULIA = next(block for block in re.findall(r"```julia\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-                if "smooth_grad" in block)
+FD_SPEC = block("docs/guides/julia-packages.md", "", "Smooth\n")
+FD_JULIA = block("docs/guides/julia-packages.md", "julia", "smooth_grad")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,9 @@ from support.build import busy_op, load_ops
 from support import REPO
 
 
+# The ticker's share of its ticks needs a core beside the busy Julia op: run alone (`make test`'s serial phase).
+pytestmark = pytest.mark.serial
+
 TICK = 0.05      # the ticker's period, in seconds
 BUSY = 5.0       # how long the Julia op computes
 

@@ -280,7 +280,7 @@ def test_dynamic_outputs_every_dtype_rank_and_form_exactly(ops, rank):
             for dtype, x, ys in cases:
                 for shape in DYNAMIC_SHAPES[rank]:
                     xv = _values(dtype, shape)
-                    for y, out in zip(ys, sess.run(ys, {x: xv})):
+                    for y, out in zip(ys, sess.run(ys, {x: xv}), strict=True):
                         assert out.dtype == np.dtype(dtype) and out.shape == shape, (y.op.name, out.dtype, out.shape)
                         np.testing.assert_array_equal(out, xv, err_msg=y.op.name)
 
@@ -383,8 +383,9 @@ def test_gc_in_every_call_under_concurrency(ops):
         run_threads(worker, 3)
 
 
+@pytest.mark.serial  # a cost per call, bounded: measured alone
 def test_runtime_from_plain_cpp_without_python(tmp_path):
-    """bench_runtime.cc: no Python, no TF; prints the cost of each path (see README.md)."""
+    """bench_runtime.cc: no Python, no TF; prints the cost of each path (see docs/internals/kernels-cpp.md, \"Costs\")."""
     exe = compile_cc(DATA / "bench_runtime.cc", tmp_path / "bench_runtime", shared=False)
     config = julia_runtime.julia_config()
     proc = subprocess.run([str(exe), config.bindir, config.image, str(REPO / "julia" / "TFBridge.jl"), "20000"],

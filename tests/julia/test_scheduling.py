@@ -125,6 +125,8 @@ config = bridge.SessionConfig(inter_op_parallelism_threads=2, inline_small_graph
 with bridge.Session(g, config=config) as sess:
     sess.run(native, {a: [1.0]})
     sess.run(napped, {seconds: [0.0]})
+    failures = []   # a nap that fails must fail the script, not only print
+    threading.excepthook = lambda args: failures.append(f"{args.exc_type.__name__}: {args.exc_value}")
     threads = [threading.Thread(target=sess.run, args=(napped, {seconds: [0.5]})) for _ in range(3)]
     for t in threads:
         t.start()
@@ -135,10 +137,12 @@ with bridge.Session(g, config=config) as sess:
     assert out.tolist() == [0.0, 2.0, 6.0], out
     for t in threads:
         t.join()
+    assert not failures, failures
 print(json.dumps({"waited": waited}))
 """
 
 
+@pytest.mark.serial  # 0.2 s for three runs to take the pool, 0.25 s for the native one: measured alone
 @pytest.mark.parametrize("kernels", ["async", "sync"])
 def test_pool_threads_run_other_work_while_julia_is_busy(root, kernels):
     """ADCME's kernels hold a TF pool thread for as long as Julia works; these
@@ -202,10 +206,10 @@ for name, config in [("pool", bridge.SessionConfig(inline_small_graphs=0)),
         before = julia.call_counts()
         for _ in range(10):
             outs = sess.run(ys[1:] + branches, {x: xv})
-            for out, w in zip(outs, want[1:] + [2 * k * xv + 1 for k in range(2, 6)]):
+            for out, w in zip(outs, want[1:] + [2 * k * xv + 1 for k in range(2, 6)], strict=True):
                 assert np.array_equal(out, w), (name, out, w)
         after = julia.call_counts()
-    counts[name] = [a - b for a, b in zip(after, before)]
+    counts[name] = [a - b for a, b in zip(after, before, strict=True)]
 print(json.dumps(counts))
 """
 

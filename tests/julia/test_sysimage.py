@@ -102,15 +102,12 @@ def _report(proc: subprocess.CompletedProcess) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def twice_dir(tmp_path_factory) -> Path:
+def twice_dir(twice_folder) -> Path:
     if MISSING:
         pytest.skip(f"cannot compile custom ops: {MISSING}")
     from bridge import customop
-    folder = tmp_path_factory.mktemp("sysimage") / "twice"
-    customop.init("Twice", folder)
-    customop.build(folder)
     customop.build(EXAMPLE)
-    return folder
+    return twice_folder
 
 
 def _check_ops(report: dict[str, str], proc: subprocess.CompletedProcess) -> None:

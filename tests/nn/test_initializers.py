@@ -92,7 +92,7 @@ def test_explicit_seed_gives_tensorflows_values(index, answers):
 def test_graph_seed_gives_tensorflows_values_in_creation_order(answers):
     assert answers[1]["graph_seed"] == 1234
     got = _bridge_values(GRAPH_SEED_CALLS, seed=1234, dropout=True)
-    for i, (a, b) in enumerate(zip(got, answers[1]["values"])):
+    for i, (a, b) in enumerate(zip(got, answers[1]["values"], strict=True)):
         np.testing.assert_array_equal(a, b, err_msg=f"call {i}")
 
 
@@ -125,7 +125,7 @@ def test_same_graph_seed_reproduces_across_graphs_and_sessions():
     a = _bridge_values(calls, seed=5)
     b = _bridge_values(calls, seed=5)
     c = _bridge_values(calls, seed=6)
-    for x, y, z in zip(a, b, c):
+    for x, y, z in zip(a, b, c, strict=True):
         np.testing.assert_array_equal(x, y)
         assert not np.array_equal(x, z)
     # Without any seed every graph draws afresh.
@@ -147,7 +147,7 @@ def test_seeded_layers_reproduce():
         with bridge.Session(g) as s:
             s.run(i)
             return s.run(reads)
-    for a, b in zip(build(), build()):
+    for a, b in zip(build(), build(), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -250,7 +250,7 @@ def expected(oracle) -> dict:
     """Stock TF's outputs per case id (one oracle run for all cases)."""
     request = [{k: v for k, v in c.items() if k not in ("id", "feed")} for c in CASES]
     results = oracle("eval_ops", request)["results"]
-    return {c["id"]: r for c, r in zip(CASES, results)}
+    return {c["id"]: r for c, r in zip(CASES, results, strict=True)}
 
 
 def _placeholders(inputs: list, feeds: dict) -> list:
@@ -322,7 +322,7 @@ def test_matches_tensorflow(c: dict, built, expected) -> None:
     assert len(got_outputs) == len(want)
     with bridge.Session(graph) as sess:
         got = sess.run(got_outputs, feeds[c["id"]])
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape, f"output {i}: shape {g.shape} != {w.shape}"
         if w.dtype.kind in "SO":  # strings: bytes objects either way

@@ -110,7 +110,7 @@ EXPRESSIONS = {
     "reduce_int": ({"a": A}, "tf.reduce_sum(a, 0)"),
     "reduce_logsumexp": ({"t": T}, "tf.reduce_logsumexp(t * 100.0, 1)"),
     "reduce_logsumexp_all_keepdims": ({"t": T}, "tf.reduce_logsumexp(t, keepdims=True)"),
-    "matmul": ({"t": T}, "tf.matmul(t[0], t[1], transpose_b=True)"),
+    "matmul_transpose_b": ({"t": T}, "tf.matmul(t[0], t[1], transpose_b=True)"),
     "matmul_transpose_a": ({"t": T}, "tf.matmul(t[0], t[1], transpose_a=True)"),
     "matmul_batch_adjoint": ({"t": T}, "tf.matmul(t, t, adjoint_b=True)"),
     "matmul_batch_transpose": ({"t": T}, "tf.matmul(t, t, transpose_a=True, name='mm')"),
@@ -147,7 +147,7 @@ EXPRESSIONS = {
     "clip_by_value": ({"x": F}, "tf.clip_by_value(x, -0.5, 0.5)"),
     "raw_named": ({"x": F, "y": G}, "tf.maximum(tf.exp(x), tf.sqrt(tf.square(y))) + tf.reshape(tf.tile(x, [1, 2]), [2, 6])[:, :3]"),
 }
-# TF 2's tf.math / tf.linalg / tf.random namespaces (bridge/ops/namespaces.py): every name, its nodes
+# TF 2's tf.math / tf.linalg / tf.random namespaces (bridge/api/namespaces.py): every name, its nodes
 _U = np.linspace(0.15, 0.85, 6, dtype=np.float32).reshape(2, 3)
 _UNARY = ["acos", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "digamma", "erf", "erfc", "exp", "expm1",
           "floor", "is_finite", "is_inf", "is_nan", "lgamma", "log", "log1p", "negative", "reciprocal", "rint",
@@ -272,7 +272,7 @@ def test_values_match_tensorflow(case, golden, built):
     entry, mine = golden["cases"][case], built["cases"][case]
     with bridge.Session(built["graph"]) as sess:
         values = sess.run(mine["outputs"], mine["feed"])
-    for got, want in zip(values, entry["values"]):
+    for got, want in zip(values, entry["values"], strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape
         if got.dtype == object:
             assert got.tolist() == want.tolist()
@@ -291,10 +291,10 @@ def test_slice_gradients_match_tensorflow(case, golden, built):
     with bridge.Session(g) as sess:
         shapes = [v.shape for v in sess.run(ys, mine["feed"])]
     with g.as_default(), bridge.name_scope(f"{case}/grad/"):
-        gys = [bridge.constant(_weights(s, y.dtype.as_numpy_dtype)) for s, y in zip(shapes, ys)]
+        gys = [bridge.constant(_weights(s, y.dtype.as_numpy_dtype)) for s, y in zip(shapes, ys, strict=True)]
         grads = bridge.gradients(ys, xs, grad_ys=gys)
     with bridge.Session(g) as sess:
-        for got, want in zip(grads, entry["grads"]):
+        for got, want in zip(grads, entry["grads"], strict=True):
             np.testing.assert_allclose(sess.run(got, mine["feed"]), want, rtol=1e-6)
 
 

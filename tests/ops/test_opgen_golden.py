@@ -1,13 +1,13 @@
 """Golden files: the exact source bridge.ops.opgen writes for a few OpDefs.
 
 Set TFBRIDGE_UPDATE_GOLDEN=1 to rewrite tests/golden/ops/* after a
-deliberate change to the generator (and review the diff).
+deliberate change to the generator (and review the diff); refused on CI
+(tests/support/golden.py).
 """
 from __future__ import annotations
 
 import ast
 import inspect
-import os
 from pathlib import Path
 
 import pytest
@@ -18,9 +18,10 @@ from bridge.ops import opgen
 from bridge.framework.attrs import Shape
 from bridge.framework.opdef import ArgDef, AttrDef, OpDef
 from support import TESTS
+from support.golden import update_requested
 
 GOLDEN = TESTS / "golden" / "ops"
-UPDATE = os.environ.get("TFBRIDGE_UPDATE_GOLDEN", "") not in ("", "0")
+UPDATE = update_requested()
 
 #: Registry ops pinned: polymorphic, list inputs, multi-output, no output,
 #: a keyword function name with builtin-named parameters, a list output.

@@ -186,7 +186,7 @@ def apply_op(op_type: str, inputs: list, attrs: dict | None = None,
         raise ValueError(f"{op_type} takes {len(op_def.input_arg)} inputs "
                          f"({[a.name for a in op_def.input_arg]}), got {len(inputs)}")
     kwargs: dict = {}
-    for arg, value in zip(op_def.input_arg, inputs):
+    for arg, value in zip(op_def.input_arg, inputs, strict=True):
         if is_list_arg(arg) != isinstance(value, (list, tuple)):
             raise ValueError(f"input {arg.name!r} of {op_type} "
                              + ("is a list input: pass a list" if is_list_arg(arg)
@@ -258,7 +258,7 @@ def build_op(case: dict, graph: tf.Graph) -> BuiltOp:
 
     with graph.as_default():
         inputs: list = []
-        for arg, value in zip(op_def.input_arg, raw_inputs):
+        for arg, value in zip(op_def.input_arg, raw_inputs, strict=True):
             if is_list_arg(arg) and isinstance(value, (list, tuple)):
                 inputs.append([make_input(v, f"{arg.name}_{i}") for i, v in enumerate(value)])
             else:  # apply_op reports a list/non-list mismatch

@@ -76,7 +76,7 @@ def _build(case: dict, graph: tf.Graph, sess_feeds: dict) -> dict:
                     with tf.compat.v1.Session(graph=graph) as sess:
                         shapes.append(sess.run(t, feed).shape)
             with tf.compat.v1.name_scope("grad"):
-                gys = [tf.constant(_weights(s, t.dtype.as_numpy_dtype)) for s, t in zip(shapes, ys)]
+                gys = [tf.constant(_weights(s, t.dtype.as_numpy_dtype)) for s, t in zip(shapes, ys, strict=True)]
                 grads = tf.compat.v1.gradients(ys, xs, grad_ys=gys)
             result["grad_tensors"] = grads
     result["tensors"] = outs

@@ -44,7 +44,7 @@ def handle(request: Any, out_dir: Path) -> dict:
         with tf.compat.v1.Session(graph=graph, config=_common.SESSION_CONFIG) as sess:
             values = sess.run([y, v, r] + grads, {z: request["z"], w: request["w"], s: request["s"]})
     names = ["y", "v", "r", "grad_z", "grad_w", "grad_s"]
-    return {**dict(zip(names, values)), "tf_version": tf.__version__}
+    return {**dict(zip(names, values, strict=True)), "tf_version": tf.__version__}
 
 
 if __name__ == "__main__":

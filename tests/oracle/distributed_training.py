@@ -103,9 +103,9 @@ def build(tf, workers: int, request: dict):
             feeds.append((x, y))
         with tf.device("/job:ps/task:0"), tf.name_scope("average"):
             scale = tf.constant(1.0 / workers, tf.float64)
-            averaged = [raw.Mul(x=raw.AddN(inputs=list(gs)), y=scale) for gs in zip(*tower_grads)]
+            averaged = [raw.Mul(x=raw.AddN(inputs=list(gs)), y=scale) for gs in zip(*tower_grads, strict=True)]
             mean_loss = raw.Mul(x=raw.AddN(inputs=tower_losses), y=scale)
-            train = opt.apply_gradients(list(zip(averaged, variables)))
+            train = opt.apply_gradients(list(zip(averaged, variables, strict=True)))
         init = v1.global_variables_initializer()
     return graph, init, mean_loss, train, feeds, variables
 
@@ -123,9 +123,9 @@ def train(request: dict, out_dir: Path) -> dict:
             with tf.compat.v1.Session(f"grpc://{cluster['worker'][0]}", graph=graph) as sess:
                 sess.run(init)
                 for batch in case["batches"]:
-                    feed = {t: v for (x, y), (xv, yv) in zip(feeds, batch) for t, v in ((x, xv), (y, yv))}
+                    feed = {t: v for (x, y), (xv, yv) in zip(feeds, batch, strict=True) for t, v in ((x, xv), (y, yv))}
                     losses.append(sess.run([loss, train_op], feed)[0])
-                final = dict(zip(NAMES, sess.run([v.value() for v in variables])))
+                final = dict(zip(NAMES, sess.run([v.value() for v in variables]), strict=True))
             results.append({"losses": np.array(losses), "final": final,
                             "devices": {op.name: op.device for op in graph.get_operations()}})
     finally:

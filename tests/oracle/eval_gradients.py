@@ -48,7 +48,7 @@ def eval_case(case: dict) -> tuple[list | str, list | None]:
                 if len(grad_ys) != len(outputs):
                     raise ValueError(f"grad_ys has {len(grad_ys)} entries, op has "
                                      f"{len(outputs)} outputs")
-                pairs = [(t, g) for t, g in zip(outputs, grad_ys) if g is not None]
+                pairs = [(t, g) for t, g in zip(outputs, grad_ys, strict=True) if g is not None]
                 ys = [t for t, _ in pairs]
                 gys = [tf.constant(np.asarray(g), dtype=t.dtype) for t, g in pairs]
             if not ys:

@@ -6,12 +6,20 @@ checks every record's CRCs)::
 
     {"events": [{"wall_time": float, "step": int, "file_version": str,
                  "graph_nodes": [str] | None,          # the GraphDef's node names, parsed by TF
+                 "graph_attrs": {node: {key: str}},    # its nodes' string attributes named _tfbridge_*
+                 "run_metadata": (tag, [node names in its step stats]) | None,
                  "values": [(tag, "simple_value", float) | (tag, "histo", dict)]}]}
 
 Request ``{"mode": "write", "scalars": [(tag, step, value)]}``: TF's
 ``tf.compat.v1.summary.FileWriter`` writes the scalars, each through a
 ``tf.compat.v1.summary.scalar`` op named by the tag; the response is
 ``{"data": bytes, "tags": [str]}`` (the file, and the tags TF gave).
+
+Request ``{"mode": "summaries", "cases": [(kind, name, value, kwargs)]}``:
+TF1's ``tf.compat.v1.summary.<kind>(name, tf.constant(value), **kwargs)``
+(kind: image, audio, text, scalar, histogram) in one graph; the response is
+``{"summaries": [bytes], "nodes": [(name, op type)]}``: each op's serialized
+Summary, and the graph's nodes in creation order.
 """
 from __future__ import annotations
 
@@ -30,11 +38,18 @@ def _read(request: dict, out_dir: Path) -> dict:
     path.write_bytes(request["data"])
     events = []
     for event in tf1.train.summary_iterator(str(path)):
-        graph_nodes = None
+        graph_nodes, graph_attrs, run_metadata = None, {}, None
         if event.graph_def:
             graph_def = tf1.GraphDef()
             graph_def.ParseFromString(event.graph_def)
             graph_nodes = [n.name for n in graph_def.node]
+            graph_attrs = {n.name: {k: v.s.decode() for k, v in n.attr.items() if k.startswith("_tfbridge_")}
+                           for n in graph_def.node if any(k.startswith("_tfbridge_") for k in n.attr)}
+        if event.HasField("tagged_run_metadata"):
+            meta = tf1.RunMetadata()
+            meta.ParseFromString(event.tagged_run_metadata.run_metadata)
+            run_metadata = (event.tagged_run_metadata.tag,
+                            sorted({n.node_name for d in meta.step_stats.dev_stats for n in d.node_stats}))
         values = []
         for value in event.summary.value:
             kind = value.WhichOneof("value")
@@ -49,7 +64,8 @@ def _read(request: dict, out_dir: Path) -> dict:
             else:
                 values.append((value.tag, str(kind), None))
         events.append({"wall_time": event.wall_time, "step": event.step, "file_version": event.file_version,
-                       "graph_nodes": graph_nodes, "values": values})
+                       "graph_nodes": graph_nodes, "graph_attrs": graph_attrs, "run_metadata": run_metadata,
+                       "values": values})
     return {"events": events}
 
 
@@ -72,8 +88,23 @@ def _write(request: dict, out_dir: Path) -> dict:
     return {"data": Path(path).read_bytes(), "tags": tags}
 
 
+def _summaries(request: dict, out_dir: Path) -> dict:
+    graph = tf1.Graph()
+    with graph.as_default():
+        ops = []
+        for kind, name, value, kwargs in request["cases"]:
+            kwargs = dict(kwargs)
+            if "sample_rate" in kwargs:   # TF converts a Python float with this name
+                kwargs["sample_rate"] = float(kwargs["sample_rate"])
+            ops.append(getattr(tf1.summary, kind)(name, tf.constant(value), **kwargs))
+        with tf1.Session(graph=graph, config=_common.SESSION_CONFIG) as sess:
+            values = sess.run(ops)
+    return {"summaries": [bytes(v) for v in values],
+            "nodes": [(n.name, n.op) for n in graph.as_graph_def().node]}
+
+
 def handle(request: dict, out_dir: Path) -> dict:
-    return _read(request, out_dir) if request["mode"] == "read" else _write(request, out_dir)
+    return {"read": _read, "write": _write, "summaries": _summaries}[request["mode"]](request, out_dir)
 
 
 if __name__ == "__main__":

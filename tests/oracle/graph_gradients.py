@@ -51,7 +51,7 @@ def _dense(g):
 
 def _fetchable(grads, xs, fetch_dtype):
     out = []
-    for g, x in zip(grads, xs):
+    for g, x in zip(grads, xs, strict=True):
         if g is None:
             out.append(None)
         else:
@@ -83,7 +83,8 @@ def eval_case(case: dict) -> dict | str:
             second_error = None
             if case.get("vs"):
                 vs = [get(n) for n in case["vs"]]
-                parts = [tf.reduce_sum(tf.reshape(g * v, [-1]), 0) for g, v in zip(first, vs) if g is not None]
+                parts = [tf.reduce_sum(tf.reshape(g * v, [-1]), 0)
+                         for g, v in zip(first, vs, strict=True) if g is not None]
                 if parts:
                     try:
                         z = tf.add_n(parts) if len(parts) > 1 else parts[0]

@@ -51,7 +51,7 @@ def _run_graph_def(path: Path, feeds: dict, outputs: list[str]) -> dict:
         tf.graph_util.import_graph_def(graph_def, name="")
         with v1.Session(graph=g, config=_common.SESSION_CONFIG) as sess:
             values = sess.run(outputs, feed_dict=feeds)
-    return {name: _common.to_numpy(v) for name, v in zip(outputs, values)}
+    return {name: _common.to_numpy(v) for name, v in zip(outputs, values, strict=True)}
 
 
 def _write_graph_def(graph: tf.Graph, path: Path) -> None:
@@ -173,7 +173,7 @@ def make_saved_model(out: Path, rng: np.random.Generator) -> dict:
             signatures[key] = {"method_name": sig.method_name, "inputs": ins, "outputs": outs,
                                "feeds": feeds,
                                "expected": {t: _common.to_numpy(v)
-                                            for t, v in zip(outs.values(), got)}}
+                                            for t, v in zip(outs.values(), got, strict=True)}}
         restored = {name: _common.to_numpy(sess.run(name)) for name in values}
     for name, value in values.items():  # the export must hold the assigned values
         np.testing.assert_array_equal(restored[name], value)

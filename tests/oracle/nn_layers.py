@@ -9,15 +9,12 @@ compare ``bridge.nn``, ``bridge.losses``, ``bridge.layers`` and
 was before Keras 3; with Keras 3 installed the public alias refuses), and
 ``tf.compat.v1`` initializers.
 
-Batch normalization: TF's TF1 layer lives in the ``tf_keras`` package,
-which this project does not install (it requires the full ``tensorflow``
-wheel).  :func:`_batch_norm_replica` builds the graph that layer builds
-(read from tf_keras 2.21's batch_normalization.py: the fused
-FusedBatchNormV3 path for float32 rank-4 inputs, ``nn.moments`` +
-``nn.batch_normalization`` otherwise, ``AssignMovingAvg`` updates with the
-layer's decay arithmetic) from TF's public ops.  When ``tf_keras`` is
-importable, each case also runs the real layer and the response says
-whether the two agreed (``bn_checked``).
+Batch normalization: TF's TF1 layer (``tf.compat.v1.layers.batch_normalization``)
+lives in the ``tf_keras`` package, which ``make setup`` installs beside the
+TensorFlow wheel (without its dependencies: it asks for the ``tensorflow``
+wheel, which would replace ``tensorflow-cpu``).  ``TF_USE_LEGACY_KERAS=1``
+makes ``tf.compat.v1.layers`` that layer.  Without ``tf_keras`` this script
+fails, saying how to install it: no hand-written copy stands in for the layer.
 
 Request (every list optional)::
 
@@ -47,18 +44,21 @@ objective::
                  "variables": [names], "trainable": [names], "update_ops": int,
                  "after_update": {var short name: ndarray}} | "Error: ..."],
      "random": [{"values": [ndarray]}], "names": [{"variables": [...], "trainable": [...]}],
-     "bn_checked": None | True | str}
+     "batch_normalization_module": the module of the batch normalization layer that answered}
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
-_HAVE_TF_KERAS = importlib.util.find_spec("tf_keras") is not None
-if _HAVE_TF_KERAS:
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TF is imported (by _common)
+if importlib.util.find_spec("tf_keras") is None:
+    sys.exit("nn_layers oracle: the tf_keras package is not installed, and TF's TF1 "
+             "layers.batch_normalization lives there; install it as `make setup` does: "
+             "pip install --no-deps 'tf-keras~=<TensorFlow's major.minor>.0'")
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tf.compat.v1.layers is tf_keras' (before TF is imported)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -69,6 +69,9 @@ from tensorflow.python.keras.legacy_tf_layers import pooling as tf1_pooling  # n
 import _common  # noqa: E402
 
 v1 = tf.compat.v1
+
+#: Where tf.compat.v1.layers.batch_normalization comes from (tf_keras, checked by the tests).
+BATCH_NORM_MODULE = v1.layers.batch_normalization.__module__
 
 FUNCTIONS: dict[str, Callable] = {
     "nn.relu": tf.nn.relu, "nn.relu6": tf.nn.relu6, "nn.leaky_relu": tf.nn.leaky_relu, "nn.elu": tf.nn.elu,
@@ -141,7 +144,7 @@ def eval_function(case: dict) -> dict | str:
             gvals = sess.run([g for g in grads if g is not None], feed)
         it = iter(gvals)
         return {"values": [np.asarray(v) for v in values],
-                "grads": {a: (None if g is None else np.asarray(next(it))) for a, g in zip(wrt, grads)}}
+                "grads": {a: (None if g is None else np.asarray(next(it))) for a, g in zip(wrt, grads, strict=True)}}
     except Exception as exc:  # noqa: BLE001
         return _common.error_string(exc)
 
@@ -152,83 +155,8 @@ def _const_init(weights: dict, key: str):
     return v1.constant_initializer(weights[key]) if key in weights else None
 
 
-def _batch_norm_replica(x, training, weights: dict, axis=-1, momentum=0.99, epsilon=1e-3, center=True,
-                        scale=True, name=None):
-    """The graph tf_keras 2.21's TF1 BatchNormalization layer builds (module docstring)."""
-    rank = x.shape.rank
-    ax = axis % rank
-    param_dtype = tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
-    fmt = {(4, 1): "NCHW", (4, 3): "NHWC", (5, 1): "NCDHW", (5, 4): "NDHWC"}.get((rank, ax))
-    fused = (x.dtype in (tf.float16, tf.bfloat16, tf.float32) and axis in (-4, -3, -1, 1, 3, 4)
-             and fmt is not None)
-    shape = [x.shape[ax]]
-
-    def var(wname, default, trainable=True):
-        init = _const_init(weights, wname) or default
-        return v1.get_variable(wname, shape, param_dtype, initializer=init, trainable=trainable)
-
-    with v1.variable_scope(name, default_name="batch_normalization"):
-        gamma = var("gamma", v1.ones_initializer()) if scale else None
-        beta = var("beta", v1.zeros_initializer()) if center else None
-        moving_mean = var("moving_mean", v1.zeros_initializer(), trainable=False)
-        moving_variance = var("moving_variance", v1.ones_initializer(), trainable=False)
-        is_tensor = isinstance(training, tf.Tensor)
-
-        def cond(pred, a, b):
-            return tf.cond(pred, a, b) if is_tensor else (a() if pred else b())
-
-        def update(variable, value, momentum_value):
-            with tf.name_scope("AssignMovingAvg"):
-                decay = tf.convert_to_tensor(1.0 - momentum_value, name="decay")
-                if decay.dtype != variable.dtype.base_dtype:
-                    decay = tf.cast(decay, variable.dtype.base_dtype)
-                return v1.assign_sub(variable, (variable - tf.cast(value, variable.dtype)) * decay)
-
-        if fused:
-            g = gamma if gamma is not None else tf.constant(1.0, param_dtype, shape)
-            b = beta if beta is not None else tf.constant(0.0, param_dtype, shape)
-
-            def train():
-                return v1.nn.fused_batch_norm(x, g, b, mean=moving_mean, variance=moving_variance,
-                                              epsilon=epsilon, is_training=True, data_format=fmt)
-
-            def infer():
-                return v1.nn.fused_batch_norm(x, g, b, mean=moving_mean, variance=moving_variance,
-                                              epsilon=epsilon, is_training=False, data_format=fmt)
-
-            output, mean, variance = cond(training, train, infer)
-            if training is False:
-                return output, []
-            mom = cond(training, lambda: momentum, lambda: 1.0) if is_tensor else tf.convert_to_tensor(momentum)
-            return output, [update(moving_mean, mean, mom), update(moving_variance, variance, mom)]
-
-        reduction = [i for i in range(rank) if i != ax]
-        bshape = [1] * rank
-        bshape[ax] = shape[0]
-
-        def bcast(v):
-            if v is not None and len(v.shape) != rank and reduction != list(range(rank - 1)):
-                return tf.reshape(v, bshape)
-            return v
-
-        updates = []
-        if training is False:
-            mean, variance = moving_mean, moving_variance
-        else:
-            bm, bv = tf.nn.moments(tf.cast(x, param_dtype), reduction, keepdims=False)
-            mean = cond(training, lambda: bm, lambda: tf.convert_to_tensor(moving_mean))
-            variance = cond(training, lambda: bv, lambda: tf.convert_to_tensor(moving_variance))
-            updates = [cond(training, lambda: update(moving_mean, mean, momentum), lambda: moving_mean),
-                       cond(training, lambda: update(moving_variance, variance, momentum), lambda: moving_variance)]
-        mean, variance = tf.cast(mean, x.dtype), tf.cast(variance, x.dtype)
-        offset = None if beta is None else tf.cast(beta, x.dtype)
-        scl = None if gamma is None else tf.cast(gamma, x.dtype)
-        out = tf.nn.batch_normalization(x, bcast(mean), bcast(variance), bcast(offset), bcast(scl), epsilon)
-        return out, updates
-
-
-def _tf_keras_batch_norm(x, training, weights: dict, **kwargs):
-    """The real TF1 layer (tf_keras), when installed."""
+def _batch_norm(x, training, weights: dict, **kwargs):
+    """TF's TF1 layer (tf_keras'), with the case's weights as constant initializers."""
     inits = {f"{k}_initializer": _const_init(weights, k) for k in ("gamma", "beta", "moving_mean", "moving_variance")
              if k in weights}
     before = len(v1.get_collection(v1.GraphKeys.UPDATE_OPS))
@@ -236,7 +164,7 @@ def _tf_keras_batch_norm(x, training, weights: dict, **kwargs):
     return out, v1.get_collection(v1.GraphKeys.UPDATE_OPS)[before:]
 
 
-def _build_layer(case: dict, x, training, real_bn: bool = False):
+def _build_layer(case: dict, x, training):
     kind, kw, weights = case["layer"], dict(case.get("kwargs", {})), case.get("weights", {})
     act = ACTIVATIONS[case.get("activation")]
     if kind == "dense":
@@ -254,13 +182,11 @@ def _build_layer(case: dict, x, training, real_bn: bool = False):
     if kind == "average_pooling2d":
         return tf1_pooling.average_pooling2d(x, **kw), []
     if kind == "batch_normalization":
-        if real_bn:
-            return _tf_keras_batch_norm(x, training, weights, **kw)
-        return _batch_norm_replica(x, training, weights, **kw)
+        return _batch_norm(x, training, weights, **kw)
     raise ValueError(f"unknown layer {kind!r}")
 
 
-def _run_layer(case: dict, real_bn: bool = False) -> dict:
+def _run_layer(case: dict) -> dict:
     graph = tf.Graph()
     with graph.as_default():
         x_arr = np.asarray(case["x"])
@@ -273,7 +199,7 @@ def _run_layer(case: dict, real_bn: bool = False) -> dict:
             training = ph
         elif training is None:
             training = False
-        y, updates = _build_layer(case, x, training, real_bn)
+        y, updates = _build_layer(case, x, training)
         variables = v1.global_variables()
         trainable = v1.trainable_variables()
         objective = _objective([y])
@@ -288,33 +214,16 @@ def _run_layer(case: dict, real_bn: bool = False) -> dict:
             sess.run(updates, feed)
         after = {v.op.name.rsplit("/", 1)[-1]: sess.run(v) for v in variables}
     it = iter(gvals)
-    named = dict(zip(["x"] + short, grads))
+    named = dict(zip(["x"] + short, grads, strict=True))
     return {"values": [np.asarray(v) for v in values],
             "grads": {k: (None if g is None else np.asarray(next(it))) for k, g in named.items()},
             "variables": [v.op.name for v in variables], "trainable": [v.op.name for v in trainable],
             "update_ops": len(updates), "after_update": after if updates else {}}
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(np.asarray(a), np.asarray(b))
-    return a == b
-
-
-_bn_checks: list = []
-
-
 def eval_layer(case: dict) -> dict | str:
     try:
-        result = _run_layer(case)
-        if case["layer"] == "batch_normalization" and _HAVE_TF_KERAS:
-            real = _run_layer(case, real_bn=True)
-            _bn_checks.append(True if _same(result, real) else f"replica differs from tf_keras for {case}")
-        return result
+        return _run_layer(case)
     except Exception as exc:  # noqa: BLE001
         return _common.error_string(exc)
 
@@ -364,8 +273,7 @@ def eval_names(program: list) -> dict | str:
                 scope = step.get("scope")
                 with tf.name_scope(scope) if scope else _nullcontext():
                     if layer is None:
-                        _tf_keras_batch_norm(x, False, {}, **kwargs) if _HAVE_TF_KERAS else \
-                            _batch_norm_replica(x, False, {}, **kwargs)
+                        _batch_norm(x, False, {}, **kwargs)
                     else:
                         layer(x, **kwargs)
             return {"variables": [v.op.name for v in v1.global_variables()],
@@ -389,10 +297,8 @@ def handle(request: Any, out_dir: Path) -> dict:
         "layers": [eval_layer(c) for c in request.get("layers", [])],
         "random": [eval_random(c) for c in request.get("random", [])],
         "names": [eval_names(p) for p in request.get("names", [])],
+        "batch_normalization_module": BATCH_NORM_MODULE,
     }
-    response["bn_checked"] = (None if not _bn_checks else
-                              True if all(c is True for c in _bn_checks) else
-                              next(c for c in _bn_checks if c is not True))
     return response
 
 

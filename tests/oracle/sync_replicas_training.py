@@ -104,7 +104,7 @@ def train(request: dict, out_dir: Path) -> dict:
             p.kill()
         for p in procs:
             p.wait(timeout=30)
-    final = dict(zip(["w", "b", "w_average", "b_average"], values[:4]))
+    final = dict(zip(["w", "b", "w_average", "b_average"], values[:4], strict=True))
     return {"losses": [losses[0], losses[1]], "final": final, "global_step": int(values[4])}
 
 

@@ -53,7 +53,7 @@ def _concrete(fn: Callable, signature: list, feeds: dict) -> tuple:
     cf = tf.function(fn, input_signature=signature).get_concrete_function()
     gd = cf.graph.as_graph_def()
     names = [t.name for t in cf.inputs]
-    xs = [n for n, s in zip(names, signature) if s.dtype.is_floating]
+    xs = [n for n, s in zip(names, signature, strict=True) if s.dtype.is_floating]
     ys = [t.name for t in cf.outputs if t.dtype.is_floating]
     return gd, xs, ys, {n: feeds[i] for i, n in enumerate(names)}, []
 
@@ -374,7 +374,8 @@ def eval_case(name: str) -> dict | str:
             first = [_dense(g) for g in tf.compat.v1.gradients([get(n) for n in ys], x_t,
                                                                 grad_ys=[get(n) for n in grad_ys])]
             second, second_error = None, None
-            parts = [tf.reduce_sum(tf.reshape(g * get(v), [-1]), 0) for g, v in zip(first, vs) if g is not None]
+            parts = [tf.reduce_sum(tf.reshape(g * get(v), [-1]), 0)
+                     for g, v in zip(first, vs, strict=True) if g is not None]
             if parts:
                 try:
                     z = tf.add_n(parts) if len(parts) > 1 else parts[0]

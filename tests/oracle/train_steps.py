@@ -120,7 +120,7 @@ def run_case(case: dict, data: dict, steps: int) -> dict:
                     grads, _ = tf.clip_by_global_norm(grads, clip["global_norm"])
                 else:
                     grads = [tf.clip_by_norm(g, clip["norm"]) for g in grads]
-                train = opt.apply_gradients(zip(grads, [v for _, v in grads_and_vars]), global_step=step)
+                train = opt.apply_gradients(zip(grads, [v for _, v in grads_and_vars], strict=True), global_step=step)
         all_vars = v1.global_variables()
         finals = {v.op.name: v.read_value() for v in all_vars}
         init = v1.global_variables_initializer()

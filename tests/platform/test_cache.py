@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -63,6 +64,19 @@ def test_a_file_key_covers_name_and_content(tmp_path):
     before = cache.Key().add_file(a).hexdigest()
     a.write_text("other")
     assert cache.Key().add_file(a).hexdigest() != before
+
+
+#: Modules of bridge/ that may hash with hashlib themselves: the cache, home of
+#: every cache key, and the HParams summary, whose trial id is TensorBoard's
+#: SHA-256 of the values (no cache key).
+HASHING_MODULES = {"bridge/platform/cache.py", "bridge/summary/hparams.py"}
+
+
+def test_cache_keys_have_one_home():
+    """Every other module keys what it caches or fingerprints with cache.Key."""
+    hashing = {str(p.relative_to(REPO)) for p in (REPO / "bridge").rglob("*.py")
+               if re.search(r"^\s*(import hashlib|from hashlib import)", p.read_text(), re.M)}
+    assert hashing == HASHING_MODULES
 
 
 # ------------------------------------------------------------------ files

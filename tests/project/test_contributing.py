@@ -14,8 +14,8 @@ TEXT = (REPO / "CONTRIBUTING.md").read_text()
 TABLE = TEXT.split("## Where do I change X", 1)[1].split("\n## ", 1)[0]
 ROWS = [line for line in TABLE.splitlines() if line.startswith("| ") and not line.startswith("| ---")][1:]
 
-_PATH = re.compile(r"`((?:bridge|kernels_cpp|julia|templates|tests|bench|examples)/[\w./<>-]*"
-                   r"|hatch_build\.py|pyproject\.toml)`")
+_PATH = re.compile(r"`((?:bridge|kernels_cpp|julia|templates|tests|bench|examples|docs)/[\w./<>-]*"
+                   r"|hatch_build\.py|pyproject\.toml|mkdocs\.yml|Makefile)`")
 _TICKED = re.compile(r"`([^`]+)`")
 # A name of code: an identifier, maybe qualified (a.b, a::b), with an underscore or a capital in it.
 _CODE_NAME = re.compile(r"[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*")

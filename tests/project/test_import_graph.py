@@ -1,105 +1,16 @@
 """The bridge package's import graph: no cycle, rooms stacked one way, and ``bridge.grad`` is what ``bridge`` exposes.
 
-Every import of a bridge module counts, at module level or inside a
-function, as does ``importlib.import_module("bridge.x")`` with a literal
-name.  Importing ``bridge.a.b`` runs ``bridge/a/__init__`` implicitly; that
-does not count, only naming the package itself does.
+The graph's reader is tests/support/imports.py (what counts as an import is
+said there).
 """
 from __future__ import annotations
 
-import ast
+import re
 from pathlib import Path
-from typing import Optional
 
 import bridge
-
-PACKAGE_DIR = Path(bridge.__file__).resolve().parent
-ROOT = PACKAGE_DIR.name  # "bridge"
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
-
-
-def _resolve(name: str, known: dict[str, Path]) -> Optional[str]:
-    """The bridge module ``name`` is, or is inside (``bridge.x.attr`` -> ``bridge.x``)."""
-    while name:
-        if name in known:
-            return name
-        name = name.rpartition(".")[0]
-    return None
-
-
-def _imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    is_package = path.name == "__init__.py"
-    found: set[str] = set()
-
-    def add(name: str) -> None:
-        target = _resolve(name, known)
-        if target is not None and target != module:
-            found.add(target)
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                add(alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                origin = ".".join(base + ([node.module] if node.module else []))
-            else:
-                origin = node.module or ""
-            if not origin.split(".")[0] == ROOT:
-                continue
-            for alias in node.names:
-                submodule = f"{origin}.{alias.name}"
-                add(submodule if submodule in known else origin)
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                   or (isinstance(node.func, ast.Name) and node.func.id == "import_module"))):
-            add(node.args[0].value)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    """bridge module -> the bridge modules it imports."""
-    known = _modules()
-    return {name: _imports(name, path, known) for name, path in known.items()}
-
-
-def find_cycle(graph: dict[str, set[str]]) -> Optional[list[str]]:
-    """One cycle (its modules, the first repeated at the end), or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> Optional[list[str]]:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state:
-                cycle = visit(nxt)
-                if cycle:
-                    return cycle
-        path.pop()
-        state[node] = 2
-        return None
-
-    for start in sorted(graph):
-        if start not in state:
-            cycle = visit(start)
-            if cycle:
-                return cycle
-    return None
+from support.imports import (PACKAGE_DIR, ROOT, UnresolvedImport, find_cycle, import_graph, imports_of,
+                             modules)
 
 
 def test_import_graph_sees_imports() -> None:
@@ -111,13 +22,70 @@ def test_import_graph_sees_imports() -> None:
     assert "bridge.grad.walk" not in graph["bridge.grad.registry"]
 
 
+def test_import_graph_sees_module_names_in_strings_and_tables() -> None:
+    graph = import_graph()
+    assert "bridge.framework.graph" in graph["bridge"]       # _hooks.on_import("bridge.framework.graph", ...)
+    assert "bridge.nn.random_ops" in graph["bridge"]          # _LAZY: "random_normal": ("bridge.nn.random_ops", ...)
+    assert "bridge.ops.operators" in graph["bridge"]          # importlib.import_module("bridge.ops.operators")
+    assert "bridge.train.loop" in graph["bridge.train"]       # import_module(f"{__name__}.{_LAZY[name]}"), "loop"
+    assert "bridge.ops.opgen" in graph["bridge.ops"]          # import_module(f"{__name__}.{name}"), _SUBMODULES
+    assert "bridge.nn.nn_ops" in graph["bridge.api.namespaces"]  # a table of module names read by import_module
+    # a logger named after its package is no import
+    assert "bridge.train" not in graph["bridge.train.loop"]
+
+
+_KNOWN = {name: Path(name) for name in ("bridge", "bridge.low", "bridge.low.table", "bridge.high", "bridge.high.a")}
+
+
+def test_strings_naming_modules_are_edges_and_logger_names_are_not() -> None:
+    source = (
+        "import importlib, logging\n"
+        "_TABLE = {'x': ('bridge.high.a', 'x')}\n"
+        "log = logging.getLogger('bridge.high')\n"
+        "def get(name):\n"
+        "    module, attr = _TABLE[name]\n"
+        "    return getattr(importlib.import_module(module), attr)\n")
+    assert imports_of("bridge.low.table", source, _KNOWN) == {"bridge.high.a"}
+    prefixed = "import importlib\n_LAZY = {'f': 'a', 'g': 'b'}\ndef f(n):\n" \
+               "    return importlib.import_module(f'{__name__}.{_LAZY[n]}')\n"
+    assert imports_of("bridge.high", prefixed, _KNOWN, is_package=True) == {"bridge.high.a"}
+    assert imports_of("bridge.low", "NOT_AN_IMPORT = 'bridge.high.a.attribute'\n", _KNOWN) == set()
+
+
+def test_a_dynamic_import_no_string_resolves_fails() -> None:
+    source = "import importlib\ndef f(n):\n    return importlib.import_module('bridge.' + n)\n"
+    try:
+        imports_of("bridge.low", source, _KNOWN, filename="bridge/low/__init__.py")
+    except UnresolvedImport as exc:
+        assert str(exc) == ("bridge/low/__init__.py:3: importlib.import_module('bridge.' + n) names no module "
+                            "that a string of its module gives; the import graph cannot follow it")
+    else:
+        raise AssertionError("an unresolved dynamic import passed")
+
+
 def test_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
+#: Modules that still import the package itself (``import bridge``, then
+#: ``bridge.load_op_library(...)``): a circle through bridge/__init__.py's lazy
+#: table, which names them.  bridge/customop/ is being rewritten (issue 41, "an
+#: op's language is decided in a dozen places"); importing the rooms below
+#: (``bridge.ops.op_library``, ...) in its place ends these.  The list only
+#: shrinks: test_only_the_listed_modules_import_the_package_itself.
+PACKAGE_IMPORTERS_PENDING = frozenset({"bridge.customop", "bridge.customop.gradtest"})
+
+
+def test_only_the_listed_modules_import_the_package_itself() -> None:
+    graph = import_graph()
+    assert {module for module, deps in graph.items() if ROOT in deps} == PACKAGE_IMPORTERS_PENDING
+
+
 def test_bridge_has_no_import_cycle() -> None:
-    cycle = find_cycle(import_graph())
+    graph = {module: deps - {ROOT} if module in PACKAGE_IMPORTERS_PENDING else deps
+             for module, deps in import_graph().items()}
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
@@ -125,7 +93,7 @@ def test_bridge_exposes_bridge_grad() -> None:
     import bridge.grad as grad
     for name in ("gradients", "jacobian", "hessian", "RegisterGradient", "NotDifferentiable"):
         assert getattr(bridge, name) is getattr(grad, name), name
-    assert "bridge.backprop" not in {m for m in _modules()}
+    assert "bridge.backprop" not in {m for m in modules()}
 
 
 def test_importing_bridge_grad_registers_op_families() -> None:
@@ -203,11 +171,17 @@ def test_only_the_julia_side_imports_the_julia_host() -> None:
     assert offenders == {}
 
 
-def test_rooms_are_the_readmes_layout() -> None:
-    """Every room of bridge/ has a row in README's "Layout" table."""
-    readme = (PACKAGE_DIR.parent / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
-    layout = layout[:layout.index("\n## ", 3)]
-    for unit in unit_graph():
+def test_rooms_are_the_layout_pages() -> None:
+    """Every room of bridge/ has a row in the table of docs/internals/layout.md, at its level,
+    and the text above the table gives the counts."""
+    layout = (PACKAGE_DIR.parent / "docs" / "internals" / "layout.md").read_text()
+    graph = unit_graph()
+    rows = dict(re.findall(r"^\| `(bridge/[a-z_]+(?:/|\.py))` \| (\d+) \|", layout, re.M))
+    for unit, level in levels(graph).items():
         path = "bridge/" + unit.split(".")[1] + ("/" if (PACKAGE_DIR / unit.split(".")[1]).is_dir() else ".py")
-        assert f"`{path}`" in layout, f"README's Layout has no row for {path}"
+        assert path in rows, f"docs/internals/layout.md has no row for {path}"
+        assert int(rows[path]) == level, \
+            f"docs/internals/layout.md puts {path} at level {rows[path]}, it is at {level}"
+    units = len(graph) + len(RESOURCE_UNITS) + int((PACKAGE_DIR / "framework" / "decl").is_dir())
+    counts = f"today {units} units, counting the resource folders,\nand {max(levels(graph).values())} levels"
+    assert counts in layout

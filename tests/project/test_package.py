@@ -1,7 +1,7 @@
 """`import bridge` loads its names on first access (bridge/__init__.py): every
 public name still resolves, the package's hooks are wired however a module
 is reached, and `import bridge.julia` imports neither numpy nor the graph
-modules, which Julia's start would otherwise wait for (README, "Julia's start").
+modules, which Julia's start would otherwise wait for (docs/internals/julia-start.md).
 
 Each check runs in a fresh interpreter: what a process has imported is the subject.
 """

@@ -13,7 +13,7 @@ def _run_graphdef(model: dict) -> dict:
     g.import_graph_def(Path(model["path"]).read_bytes())
     with bridge.Session(g) as s:
         values = s.run(list(model["outputs"]), {name: model["feeds"][name] for name in model["inputs"]})
-    return dict(zip(model["outputs"], values))
+    return dict(zip(model["outputs"], values, strict=True))
 
 
 @pytest.mark.parametrize("name", ["mlp", "conv", "strings"])

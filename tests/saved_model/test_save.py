@@ -17,7 +17,6 @@ import pytest
 
 import bridge
 from bridge import errors, ops
-from support.build import built_twice
 from support import REPO
 
 
@@ -270,15 +269,6 @@ def _child(code: str, *args: str, timeout: float = 240) -> dict:
     assert proc.returncode == 0, f"the child died with exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
-
-
-@pytest.fixture(scope="module")
-def twice_folder(tmp_path_factory) -> Path:
-    from support.build import toolchain_missing
-    missing = toolchain_missing()
-    if missing:
-        pytest.skip(missing)
-    return built_twice(tmp_path_factory, "twice_saved_model")
 
 
 def test_a_julia_op_saves_and_loads_with_its_op_library(twice_folder, tmp_path):

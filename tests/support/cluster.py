@@ -37,6 +37,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening_addresses(port: int) -> set:
+    """The local addresses listening on TCP ``port``, from /proc/net/tcp and
+    /proc/net/tcp6 (state 0A), as ipaddress spells them: "127.0.0.1",
+    "::1", "::ffff:127.0.0.1" (an IPv4 address on a dual-stack socket), "::"
+    (every interface)."""
+    import ipaddress
+
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                address, _, hex_port = fields[1].rpartition(":")
+                if fields[3] != "0A" or int(hex_port, 16) != port:
+                    continue
+                raw = bytes.fromhex(address)
+                # The kernel prints each 32-bit word in host order (little-endian here).
+                packed = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                ip = ipaddress.ip_address(packed)
+                mapped = getattr(ip, "ipv4_mapped", None)
+                found.add(f"::ffff:{mapped}" if mapped is not None else str(ip))
+    return found
+
+
 def child_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

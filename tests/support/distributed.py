@@ -18,7 +18,7 @@ def feed_of(step: int, xs, ys) -> dict:
     """Each tower's shard of the data at ``step``: a function of the step alone."""
     rng = np.random.default_rng(1000 + step)
     feed = {}
-    for x, y in zip(xs, ys):
+    for x, y in zip(xs, ys, strict=True):
         feed[x] = rng.normal(size=(6, 3))
         feed[y] = np.sin(feed[x] @ np.array([[1.0, -0.5], [0.3, 0.8], [-0.7, 0.2]]))
     return feed

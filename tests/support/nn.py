@@ -37,7 +37,7 @@ def placeholder(arr: np.ndarray, name: str, none_dims=()) -> bridge.Output:
 def oracle_answers(cases: dict) -> dict:
     """Stock TF's answers (tests/oracle/nn_layers.py) for function cases, by case name."""
     got = run_oracle("nn_layers", {"functions": list(cases.values())})["functions"]
-    return dict(zip(cases, got))
+    return dict(zip(cases, got, strict=True))
 
 
 def run_function(fn: Callable, case: dict) -> dict:
@@ -60,7 +60,7 @@ def run_function(fn: Callable, case: dict) -> dict:
         gvals = s.run(wanted, feed) if wanted else []
     it = iter(gvals)
     return {"values": [np.asarray(v) for v in values], "outputs": outputs,
-            "grads": {a: (None if x is None else np.asarray(next(it))) for a, x in zip(wrt, grads)}}
+            "grads": {a: (None if x is None else np.asarray(next(it))) for a, x in zip(wrt, grads, strict=True)}}
 
 
 def assert_close(got: Any, want: Any, what: str, rtol: float | None = None) -> None:
@@ -81,7 +81,7 @@ def compare(got: dict, want: Any, what: str, rtol: float | None = None) -> None:
     """Values and gradients of run_function (or a layer run) against the oracle's answer."""
     assert not isinstance(want, str), f"{what}: TF failed: {want}"
     assert len(got["values"]) == len(want["values"]), what
-    for i, (a, b) in enumerate(zip(got["values"], want["values"])):
+    for i, (a, b) in enumerate(zip(got["values"], want["values"], strict=True)):
         assert_close(a, b, f"{what}: output {i}", rtol)
     assert set(got["grads"]) == set(want["grads"]), what
     for k, b in want["grads"].items():
@@ -130,7 +130,7 @@ def run_layer(case: dict) -> dict:
         trainable = bridge.trainable_variables()
         grads = bridge.gradients(objective([y]), [x] + trainable)
         updates = bridge.layers.update_ops()
-        reads = {v.name.rsplit("/", 1)[-1]: v.read_value() for v in variables}
+        reads = {v.op.name.rsplit("/", 1)[-1]: v.read_value() for v in variables}
         init = bridge.global_variables_initializer()
     with bridge.Session(g) as s:
         s.run(init)
@@ -140,8 +140,8 @@ def run_layer(case: dict) -> dict:
             s.run(updates, feed)
         after = s.run(reads) if reads else {}
     it = iter(gvals)
-    named = dict(zip(["x"] + [v.name.rsplit("/", 1)[-1] for v in trainable], grads))
+    named = dict(zip(["x"] + [v.op.name.rsplit("/", 1)[-1] for v in trainable], grads, strict=True))
     return {"values": [np.asarray(v) for v in values],
             "grads": {k: (None if v is None else np.asarray(next(it))) for k, v in named.items()},
-            "variables": [v.name for v in variables], "trainable": [v.name for v in trainable],
+            "variables": [v.op.name for v in variables], "trainable": [v.op.name for v in trainable],
             "update_ops": len(updates), "after_update": after if updates else {}}

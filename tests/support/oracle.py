@@ -1,7 +1,7 @@
 """Run the stock-TensorFlow oracle scripts (tests/oracle/*.py) from the test process.
 
 The test process loads the bridge and Julia, so it must never
-``import tensorflow`` (the two LLVMs clash: see ENVIRONMENT.md).  Stock TF
+``import tensorflow`` (the two LLVMs clash: see docs/getting-started/install.md).  Stock TF
 answers questions in a subprocess instead: :func:`run_oracle` pickles the
 request, runs ``python tests/oracle/<script>.py REQ RESP OUT_DIR`` with this
 interpreter and unpickles the response.  Nothing here imports tensorflow.
@@ -10,7 +10,9 @@ Answers are cached on disk, keyed by the script's source (and its shared
 helpers), the request's content and the installed TensorFlow version, so a
 repeated test run costs no TF start-up.  The cache lives in
 ``$TFBRIDGE_TEST_CACHE`` or ``<repo>/build/oracle-cache``; set
-``TFBRIDGE_ORACLE_REFRESH=1`` to recompute every answer.
+``TFBRIDGE_ORACLE_REFRESH=1`` to recompute every answer.  Processes that ask
+the same question at once (`make test`'s parallel workers) compute it once:
+the others wait on the entry's lock file (``.<entry>.lock``) and read it.
 
 Each cache entry is a folder ``<key>/`` holding ``response.pkl``, and
 ``files/``: the OUT_DIR the script wrote into (the model fixtures of
@@ -33,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bridge.platform.cache import EntryLock
 from . import REPO, TESTS
 
 
@@ -49,7 +53,8 @@ class OracleError(RuntimeError):
 def cache_root() -> Path:
     """Folder of the oracle cache ($TFBRIDGE_TEST_CACHE or <repo>/build/oracle-cache)."""
     root = os.environ.get("TFBRIDGE_TEST_CACHE")
-    return Path(root) if root else REPO / "build" / "oracle-cache"
+    # Resolved: the scripts record their files' resolved paths, which loads re-root by prefix.
+    return (Path(root) if root else REPO / "build" / "oracle-cache").resolve()
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,8 +147,12 @@ def _load_entry(entry: Path) -> dict | None:
     except (OSError, EOFError, pickle.UnpicklingError):
         return None
     # Files paths were recorded under the folder the entry was created in; the
-    # cache may have moved since (a renamed checkout, a copied CI cache).
-    return _rebase(stored["response"], stored["files_dir"], str(entry / "files"))
+    # cache may have moved since (a renamed checkout, a copied CI cache), and a
+    # script may have written them through the symbolic links of the cache's path resolved.
+    response = stored["response"]
+    for old in dict.fromkeys((stored["files_dir"], os.path.realpath(stored["files_dir"]))):
+        response = _rebase(response, old, str(entry / "files"))
+    return response
 
 
 def _stderr_tail(text: str, limit: int = 6000) -> str:
@@ -167,9 +176,22 @@ def run_oracle(script_name: str, request: dict | list | None = None, timeout: fl
         cached = _load_entry(entry)
         if cached is not None:
             return cached
-    stale = entry.is_dir()  # refreshed or unreadable: replace it below
-
     root.mkdir(parents=True, exist_ok=True)
+    # Parallel test processes (make test's workers) asking the same question
+    # at once: one computes it, the others wait and read its answer, rather
+    # than each starting TensorFlow.
+    with EntryLock(entry):
+        if not refresh and entry.is_dir():
+            cached = _load_entry(entry)
+            if cached is not None:
+                return cached
+        return _compute(script_name, request, timeout, entry)
+
+
+def _compute(script_name: str, request: Any, timeout: float, entry: Path) -> dict:
+    """Run the script for ``request`` and store its answer as ``entry`` (replacing one there)."""
+    root = entry.parent
+    stale = entry.is_dir()  # refreshed or unreadable: replace it below
     # Compute in a private folder, then rename it into place in one step, so
     # parallel test runs never see a half-written entry.
     work = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=root))

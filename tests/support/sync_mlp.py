@@ -38,7 +38,7 @@ def make_case(optimizer: str, learning_rate: float, workers: int = 2, steps: int
 
 def feed_of(feeds: list, batch: list) -> dict:
     """The feed dict of one step: each tower's (x, y) placeholders and its batch."""
-    return {t: v for (x, y), (xv, yv) in zip(feeds, batch) for t, v in ((x, xv), (y, yv))}
+    return {t: v for (x, y), (xv, yv) in zip(feeds, batch, strict=True) for t, v in ((x, xv), (y, yv))}
 
 
 def build(request: dict, workers: int):
@@ -66,8 +66,8 @@ def build(request: dict, workers: int):
             feeds.append((x, y))
         with bridge.device("/job:ps/task:0"), g.name_scope("average"):
             scale = bridge.constant(1.0 / workers, bridge.float64)
-            averaged = [ops.mul(ops.add_n(list(gs)), scale) for gs in zip(*tower_grads)]
+            averaged = [ops.mul(ops.add_n(list(gs)), scale) for gs in zip(*tower_grads, strict=True)]
             mean_loss = ops.mul(ops.add_n(tower_losses), scale)
-            train = opt.apply_gradients(list(zip(averaged, variables)))
+            train = opt.apply_gradients(list(zip(averaged, variables, strict=True)))
         init = bridge.global_variables_initializer()
     return g, init, mean_loss, train, feeds, variables

@@ -6,6 +6,7 @@ in numpy.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 
@@ -74,7 +75,7 @@ def test_losses_are_gradient_descents():
     ref_losses, ref_w = numpy_gd(30)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-12)
     np.testing.assert_allclose(sess.run(w.value()), ref_w, rtol=1e-12)
-    assert all(b < a for a, b in zip(losses, losses[1:]))
+    assert all(b < a for a, b in itertools.pairwise(losses))
 
 
 def test_without_loss_the_list_holds_none():
@@ -253,3 +254,56 @@ def test_hooks_are_set_up_before_the_first_step_and_ended_after_the_last():
     assert calls[:2] == [("after_create_session", True, None), ("first_step", 0)]
     assert [c[0] for c in calls] == ["after_create_session", "first_step", "end"]
     np.testing.assert_allclose(calls[2][1], w_final, rtol=1e-12)
+
+
+def _events(folder):
+    """The events of the one event file in ``folder``, parsed by TensorBoard's own protos."""
+    from tensorboard.compat.proto import event_pb2
+
+    from bridge.summary import records
+
+    (path,) = folder.glob("events.out.tfevents.*")
+    return [event_pb2.Event.FromString(r) for r in records.unframe(path.read_bytes())]
+
+
+def test_summary_dir_logs_loss_learning_rate_step_time_and_the_graphs_summaries(tmp_path):
+    """train_loop(summary_dir=): the graph, then at steps 4, 9, 14, 19 (every 5,
+    the last included) the loss that step computed, the optimizer's decayed
+    learning rate of that step, a positive step time and the graph's own
+    histogram summary, all fetched in that step's run."""
+    def make_train_op(loss):
+        step = bridge.train.get_or_create_global_step()
+        lr = bridge.train.exponential_decay(LR, step, 4, 0.5)
+        bridge.summary.histogram("loss_hist", loss)
+        return bridge.train.GradientDescentOptimizer(lr).minimize(loss, global_step=step)
+
+    sess, x, y, w, loss, train_op = gd_model(make_train_op)
+    losses = train_loop(sess, train_op, 20, loss=loss, feed_dict={x: XS, y: YS}, progress=False,
+                        summary_dir=tmp_path / "run", summary_every=5)
+    events = _events(tmp_path / "run")
+    assert events[0].file_version == "brain.Event:2" and events[1].graph_def
+    by_tag: dict = {}
+    for e in events[2:]:
+        for v in e.summary.value:
+            by_tag.setdefault(v.tag, []).append((e.step, v))
+    assert sorted(by_tag) == ["loss_hist", "train/learning_rate", "train/loss", "train/step_time"]
+    steps = [4, 9, 14, 19]
+    assert [(s, v.simple_value) for s, v in by_tag["train/loss"]] == [(s, np.float32(losses[s])) for s in steps]
+    # The rate the step used: global_step = s before its update; decayed continuously.
+    assert [(s, v.simple_value) for s, v in by_tag["train/learning_rate"]] == [
+        (s, np.float32(LR * 0.5 ** (s / 4))) for s in steps]
+    assert [s for s, _ in by_tag["train/step_time"]] == steps
+    assert all(0 < v.simple_value < 10 for _, v in by_tag["train/step_time"])
+    assert [(s, v.histo.num, np.float32(v.histo.min)) for s, v in by_tag["loss_hist"]] == [
+        (s, 1, np.float32(losses[s])) for s in steps]
+
+
+def test_summary_dir_writes_nothing_on_a_worker_that_is_not_the_chief(tmp_path):
+    sess, x, y, w, loss, train_op = gd_model()
+    train_loop(sess, train_op, 3, loss=loss, feed_dict={x: XS, y: YS}, progress=False, is_chief=False,
+               summary_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="summary_every and hparams need a summary_dir"):
+        train_loop(sess, train_op, 1, summary_every=2)
+    with pytest.raises(ValueError, match="summary_every must be a positive int"):
+        train_loop(sess, train_op, 1, summary_dir=tmp_path / "x", summary_every=0)

@@ -178,11 +178,11 @@ def run_case(case):
                     grads, _ = bridge.train.clip_by_global_norm(grads, clip["global_norm"])
                 else:
                     grads = [bridge.train.clip_by_norm(gr, clip["norm"]) for gr in grads]
-                train = opt.apply_gradients(zip(grads, [v for _, v in grads_and_vars]), global_step=step)
+                train = opt.apply_gradients(zip(grads, [v for _, v in grads_and_vars], strict=True), global_step=step)
         all_vars = bridge.global_variables()
-        finals = {v.name: v.read_value() for v in all_vars}
+        finals = {v.op.name: v.read_value() for v in all_vars}
         init = bridge.global_variables_initializer()
-        opt_vars = [v.name for v in opt.variables()]
+        opt_vars = [v.op.name for v in opt.variables()]
         kinds = None
         if case.get("embedding") is not None:  # after the train op, as the oracle
             kinds = ["IndexedSlices" if isinstance(gr, bridge.IndexedSlices) else "Tensor"
@@ -198,10 +198,10 @@ def run_case(case):
         final = {k: np.array(v) for k, v in s.run(finals).items()}
         global_step = int(s.run(step.value())) if step is not None else None
     return {"losses": np.array(losses), "rates": np.array(rates) if fetch_lr else None,
-            "global_step": global_step, "variables": [v.name for v in all_vars],
+            "global_step": global_step, "variables": [v.op.name for v in all_vars],
             "slot_names": opt.get_slot_names(), "optimizer_variables": opt_vars,
             "train_op": (train.name, train.type), "final": final,
-            "trainable": [v.name for v in bridge.trainable_variables(g)], "grad_kinds": kinds}
+            "trainable": [v.op.name for v in bridge.trainable_variables(g)], "grad_kinds": kinds}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -263,7 +263,7 @@ def test_clipping_matches_tensorflow(tf_answers):
     # The norm really clipped, and a norm below clip_norm leaves the values as they are.
     assert float(got["norm"]) > c
     np.testing.assert_allclose(np.sqrt(sum(np.sum(x ** 2) for x in got["clipped"])), c, rtol=1e-12)
-    for a, t in zip(got["big"], [t for t in CLIP["tensors"] if t is not None]):
+    for a, t in zip(got["big"], [t for t in CLIP["tensors"] if t is not None], strict=True):
         np.testing.assert_allclose(a, t, rtol=1e-12)
 
 
@@ -312,7 +312,7 @@ def test_errors_match_tensorflow(name, tf_answers):
 
 
 def test_no_gradients_message_names_the_variables_and_the_loss():
-    with pytest.raises(ValueError, match=r"between variables \[.*'unused'.*\] and loss .*Mean"):
+    with pytest.raises(ValueError, match=r"between variables \[.*'unused:0'.*\] and loss .*Mean"):
         _raise("no_gradients")
 
 
@@ -328,13 +328,13 @@ def test_slots_are_initialized_non_trainable_variables():
         adam = bridge.train.AdamOptimizer()
         train_ops = [opt.minimize(loss) for opt in (rms, ada, adam)]
         init = bridge.global_variables_initializer()
-    assert [v.name for v in bridge.trainable_variables(g)] == ["big"]
+    assert [v.op.name for v in bridge.trainable_variables(g)] == ["big"]
     assert rms.get_slot_names() == ["mg", "momentum", "rms"]
-    assert rms.get_slot(big, "rms").name == "big/RMSProp"
-    assert rms.get_slot(big, "mg").name == "big/RMSProp_1"
-    assert rms.get_slot(big, "momentum").name == "big/RMSProp_2"
-    assert ada.get_slot(big, "accumulator").name == "big/Adagrad"
-    assert adam.get_slot(big, "m").name == "big/Adam" and adam.get_slot(big, "v").name == "big/Adam_1"
+    assert rms.get_slot(big, "rms").op.name == "big/RMSProp"
+    assert rms.get_slot(big, "mg").op.name == "big/RMSProp_1"
+    assert rms.get_slot(big, "momentum").op.name == "big/RMSProp_2"
+    assert ada.get_slot(big, "accumulator").op.name == "big/Adagrad"
+    assert adam.get_slot(big, "m").name == "big/Adam:0" and adam.get_slot(big, "v").op.name == "big/Adam_1"
     assert adam.get_slot(big, "nothing") is None
     # 1200-element initial values are Fill ops (as TF's zeros/ones make them), not Consts.
     for name in ("big/Adam/Initializer/zeros", "big/RMSProp/Initializer/ones", "big/Adagrad/Initializer/Const"):
@@ -349,7 +349,7 @@ def test_slots_are_initialized_non_trainable_variables():
         s.run(train_ops)
         assert np.all(s.run(big.value()) < 2.0)
     with g.as_default():
-        assert [v.name for v in adam.variables()] == ["beta1_power", "beta2_power", "big/Adam", "big/Adam_1"]
+        assert [v.op.name for v in adam.variables()] == ["beta1_power", "beta2_power", "big/Adam", "big/Adam_1"]
 
 
 def test_fed_learning_rate_and_float32_hyperparameters():
@@ -383,7 +383,7 @@ def test_apply_gradients_rejects_tensors_and_mismatched_gradients():
             opt.apply_gradients([(x, x)])
         with pytest.raises(TypeError, match="Gradient must be convertible"):
             opt.apply_gradients([("nope", w)])
-        with pytest.raises(TypeError, match="gradient .* is float32, but variable 'w' is float64"):
+        with pytest.raises(TypeError, match="gradient .* is float32, but variable 'w:0' is float64"):
             opt.apply_gradients([(bridge.constant(np.ones(2, np.float32)), w)])
         with pytest.raises(TypeError, match="global_step must be a bridge.Variable"):
             opt.apply_gradients([(x, w)], global_step=3)
@@ -395,7 +395,8 @@ def test_get_global_step_finds_the_variable_and_checks_it():
         assert bridge.train.get_global_step() is None
         with bridge.name_scope("inner"):
             step = bridge.train.get_or_create_global_step()
-        assert step.name == "global_step" and step.dtype == bridge.int64 and not step.trainable
+        assert step.name == "global_step:0" and step.op.name == "global_step"
+        assert step.dtype == bridge.int64 and not step.trainable
         assert bridge.train.get_global_step() is step
         assert bridge.train.get_or_create_global_step() is step
     g2 = bridge.Graph()

@@ -262,15 +262,15 @@ def test_errors_name_the_culprit():
         i = bridge.Variable(np.int32(1), name="count")
         loss = ops.sum(ops.square(a.value()), 0)
         vec = ops.square(a.value())
-    with pytest.raises(ValueError, match="'unused'"):
+    with pytest.raises(ValueError, match="'unused:0'"):
         ScipyOptimizer(loss, var_list=[a, b])
     with pytest.raises(ValueError, match="scalar"):
         ScipyOptimizer(vec, var_list=[a])
-    with pytest.raises(TypeError, match="'count'"):
+    with pytest.raises(TypeError, match="'count:0'"):
         ScipyOptimizer(loss, var_list=[a, i])
     with pytest.raises(ValueError, match="'BFGS' does not take bounds"):
         ScipyOptimizer(loss, var_list=[a], method="BFGS", var_to_bounds={a: (0, 1)})
-    with pytest.raises(ValueError, match="'used' has shape"):
+    with pytest.raises(ValueError, match="'used:0' has shape"):
         ScipyOptimizer(loss, var_list=[a], var_to_bounds={a: (np.zeros(2), None)})
     with pytest.raises(ValueError, match="not a variable of var_list"):
         ScipyOptimizer(loss, var_list=[a], var_to_bounds={b: (0, 1)})
@@ -367,7 +367,7 @@ def test_a_nan_gradient_stops_and_names_the_variable(method):
     with pytest.warns(RuntimeWarning, match="the gradient of 'Sum:0' is not finite"):
         result = opt.minimize(sess)
     _check_stopped_at_best_finite_point(opt, result, x, loss, sess, "gradient", start)
-    assert "first in variable 'x' at index (" in result.message
+    assert "first in variable 'x:0' at index (" in result.message
 
 
 @pytest.mark.parametrize("method", ["L-BFGS-B", "BFGS"])

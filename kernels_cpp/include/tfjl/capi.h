@@ -152,7 +152,7 @@ int tfjl_wait_idle(int64_t timeout_us);
 void tfjl_ensure_sigint_hook(void);
 /* cffi-end */
 
-/* Test hook (kernels_cpp/README.md, "Output buffers"): the function that the
+/* Test hook (docs/internals/kernels-cpp.md, "Output buffers"): the function that the
  * output pools of Julia kernels (tfjl/output_pool.h) call for a fresh buffer
  * when a free list is empty, instead of aligned_alloc.  It must return memory
  * that free() releases, or NULL: the output then fails with TF's

@@ -144,6 +144,11 @@ constexpr EntryAttr EntryAttrOf(DType d) {
   return EntryAttr::kInt;
 }
 
+// The most Julia threads the runtime starts and tracks: serving_threads() caps
+// TFBRIDGE_JULIA_THREADS there, and its per-thread tables (which threads are Julia's, each one's
+// running and interrupted call) have that many rows.
+constexpr int kMaxJuliaThreads = 255;
+
 // The table's sizes hold for this compiler.
 static_assert(sizeof(double) == 8, "tfjl::DType::Float64 is 8-byte double");
 static_assert(sizeof(float) == 4, "tfjl::DType::Float32 is 4-byte float");

@@ -2,8 +2,8 @@
 //
 // No TensorFlow and no Julia header is needed to use it: kernels include this
 // file (usually through tfjl/kernel.h) and link the runtime library, which
-// owns Julia.  See CONTRACT.md for the calling convention and README.md for
-// the thread design.  The dtypes, error kinds and compiled-entry types come
+// owns Julia.  See CONTRACT.md for the calling convention and
+// docs/internals/kernels-cpp.md for the thread design.  The dtypes, error kinds and compiled-entry types come
 // from tfjl/contract.h, generated from bridge/julia/contract.py.
 #ifndef TFJL_RUNTIME_H_
 #define TFJL_RUNTIME_H_
@@ -61,8 +61,8 @@ struct Arg {
 // undefined), kInternal (anything else, or Julia could not be initialised),
 // kResourceExhausted (Julia's OutOfMemoryError, also while the runtime wraps
 // the arguments, or a DynamicOutput's allocator ran out of memory).
-// Initialises Julia on first use if nobody called tfjl_init (see README.md,
-// "Lazy start").
+// Initialises Julia on first use if nobody called tfjl_init (see
+// docs/internals/kernels-cpp.md, "Lazy start").
 std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_out);
 
 // The same without blocking the caller: the call is queued for Julia's
@@ -76,7 +76,7 @@ std::string call_julia(const char* function, std::vector<Arg>& args, int* kind_o
 // done; it must return at once and must not call into the runtime (it runs
 // under the runtime's queue lock).  done still follows, once the Julia code
 // returns (it is told, see TFBridge.checkinterrupt), or at once if it had
-// not started.  kernels_cpp/README.md, "Interrupts and deadlines".
+// not started.  docs/internals/kernels-cpp.md, "Interrupts and deadlines".
 using JuliaDone = void (*)(void* ctx, std::string error, int kind);
 using JuliaCancel = void (*)(void* ctx, const char* why);
 void call_julia_async(const char* function, std::vector<Arg>& args, JuliaDone done, void* ctx,

@@ -4,7 +4,7 @@
 // stack overflows, writes to read-only memory and integer division traps
 // into Julia's business, and print "signal (N): ..." with a backtrace before
 // a fatal signal ends the process.  This file adds two things
-// (kernels_cpp/README.md, "Crashes and stack overflows"):
+// (docs/internals/kernels-cpp.md, "Crashes and stack overflows"):
 //
 // 1. Stack overflow named as such.  Julia 1.5's SIGSEGV handler calls a
 //    fault a stack overflow when its address lies inside the current task's

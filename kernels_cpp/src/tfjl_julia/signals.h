@@ -1,6 +1,6 @@
 // Fatal signals and stack overflows in Julia code (part of libtfjl_julia.so);
-// signals.cc explains both, kernels_cpp/README.md ("Crashes and stack
-// overflows") says what a user sees.
+// signals.cc explains both, docs/internals/kernels-cpp.md, "Crashes and stack
+// overflows", says what a user sees.
 #ifndef TFJL_SRC_TFJL_JULIA_SIGNALS_H_
 #define TFJL_SRC_TFJL_JULIA_SIGNALS_H_
 

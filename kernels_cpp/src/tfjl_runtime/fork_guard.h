@@ -3,7 +3,7 @@
 // wait forever.  Once Julia starts, the runtime marks such children (a
 // pthread_atfork handler, so forks made by C code count too), and every
 // entry into Julia then fails at once, naming fork and what to use instead.
-// kernels_cpp/README.md, "Fork".
+// docs/internals/kernels-cpp.md, "Fork".
 #ifndef TFJL_SRC_TFJL_RUNTIME_FORK_GUARD_H_
 #define TFJL_SRC_TFJL_RUNTIME_FORK_GUARD_H_
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "python_gil.h"
+#include "tfjl/contract.h"
 
 namespace tfjl {
 namespace detail {
@@ -40,17 +41,18 @@ int positive_env(const char* name) {
 
 // How many threads Julia starts with, all serving calls:
 // TFBRIDGE_JULIA_THREADS, else JULIA_NUM_THREADS, else one per CPU (Julia 1.5
-// caps it at the CPUs anyway).  At most what on_julia_thread() can track.
+// caps it at the CPUs anyway).  At most kMaxJuliaThreads (tfjl/contract.h),
+// what on_julia_thread() and the interrupt slots can track.
 int serving_threads() {
   int n = positive_env("TFBRIDGE_JULIA_THREADS");
   if (n == 0) n = positive_env("JULIA_NUM_THREADS");
   if (n == 0) n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  return n < 1 ? 1 : (n > 255 ? 255 : n);
+  return n < 1 ? 1 : (n > kMaxJuliaThreads ? kMaxJuliaThreads : n);
 }
 
 // How long Julia's thread keeps looking for new work, and a Python caller
 // for its result, before it sleeps: TFBRIDGE_JULIA_POLL_US microseconds, 50
-// by default, 0 to sleep at once.  See README.md, "Waiting for work".
+// by default, 0 to sleep at once.  See docs/internals/kernels-cpp.md, "Waiting for work".
 std::chrono::nanoseconds poll_time() {
   const char* v = std::getenv("TFBRIDGE_JULIA_POLL_US");
   char* end = nullptr;
@@ -82,7 +84,9 @@ void poll_for(const std::atomic<bool>& flag) {
 // starts serving; -1 elsewhere.  Read only off the hot path.
 thread_local int t_julia_tid = -1;
 
-constexpr int kInterruptSlots = 256;  // serving_threads() stays below
+// One slot per Julia thread, and a spare that serve() gives a thread past the
+// limit (not reached: serving_threads() keeps to kMaxJuliaThreads).
+constexpr int kInterruptSlots = kMaxJuliaThreads + 1;
 
 }  // namespace
 }  // namespace detail
@@ -123,7 +127,7 @@ void JuliaThread::register_thread() {
   if (on_julia_thread()) return;
   std::lock_guard<std::mutex> lock(threads_mutex_);
   const int n = n_threads_.load(std::memory_order_relaxed);
-  if (n == kMaxThreads) return;  // serving_threads() keeps below this
+  if (n == kMaxJuliaThreads) return;  // not reached: serving_threads() keeps to it
   threads_[n].store(pthread_self(), std::memory_order_relaxed);
   n_threads_.store(n + 1, std::memory_order_release);
 }
@@ -441,7 +445,7 @@ void JuliaThread::run(void (*fn)(void*), void* ctx, Wait wait) {
     direct_calls_.fetch_add(1, std::memory_order_relaxed);
     fn(ctx);
     // On Julia >= 1.9 a foreign thread could instead adopt itself
-    // (jl_adopt_thread) and take this branch; see README.md, "Julia >= 1.9".
+    // (jl_adopt_thread) and take this branch; see docs/internals/kernels-cpp.md, "Julia >= 1.9".
     return;
   }
   handed_over_calls_.fetch_add(1, std::memory_order_relaxed);

@@ -1,7 +1,7 @@
 // Julia's threads: the thread that initialises Julia and the others Julia
 // starts, all of which serve the calls other threads hand to Julia (Julia
 // 1.5 cannot be entered from threads it did not start).
-// README.md, "Threads", draws who owns what.
+// docs/internals/kernels-cpp.md, "Threads", draws who owns what.
 #ifndef TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 #define TFJL_SRC_TFJL_RUNTIME_JULIA_THREAD_H_
 
@@ -16,6 +16,7 @@
 
 #include "fork_guard.h"
 #include "julia_side.h"
+#include "tfjl/contract.h"
 
 namespace tfjl {
 namespace detail {
@@ -27,7 +28,7 @@ namespace detail {
 //    after `finish`;
 //  - detachable (julia_thread session runs): the caller waits until it is
 //    done or until a deadline or an interrupt, and may then leave it running
-//    (kernels_cpp/README.md, "Interrupts and deadlines"); shared by the
+//    (docs/internals/kernels-cpp.md, "Interrupts and deadlines"); shared by the
 //    caller and the server through `refs`.
 // A task is in the in-flight list from enqueue until its call is over, which
 // is what interrupt_all() walks.
@@ -146,7 +147,6 @@ class JuliaThread {
 
  private:
   enum State : int { kNotStarted, kStarting, kReady, kFailed };
-  static constexpr int kMaxThreads = 256;  // Julia threads on_julia_thread() knows
 
   JuliaThread() = default;
   static void* thread_main(void* self);
@@ -161,7 +161,7 @@ class JuliaThread {
   void abandon_locked(Task* task, const char* why);
   // The oldest queued task, or null after max_wait_us without one; the
   // poller (*polling, true if this server holds poller_) polls briefly
-  // before sleeping (README.md, "Waiting for work").
+  // before sleeping (docs/internals/kernels-cpp.md, "Waiting for work").
   Task* take_task(int max_wait_us, bool* polling);
   void wait_for(Task& task, Wait wait);
 
@@ -187,7 +187,7 @@ class JuliaThread {
   // Julia's threads seen so far (its first thread, then each server as it
   // starts): entries [0, n_threads_) are set, and never change.
   std::mutex threads_mutex_;  // serialises registrations
-  std::atomic<pthread_t> threads_[kMaxThreads] = {};
+  std::atomic<pthread_t> threads_[kMaxJuliaThreads] = {};  // the Julia threads on_julia_thread() knows
   std::atomic<int> n_threads_{0};
 
   std::atomic<uint64_t> direct_calls_{0};

@@ -3,7 +3,7 @@
 // flight (JuliaThread::interrupt_all), so that a Session.run blocked in
 // TensorFlow on a Julia op returns at once; the host's handler then runs as
 // before (Python raises KeyboardInterrupt once the run has returned).
-// kernels_cpp/README.md, "Interrupts and deadlines".
+// docs/internals/kernels-cpp.md, "Interrupts and deadlines".
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>

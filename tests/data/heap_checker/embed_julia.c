@@ -1,7 +1,7 @@
 /* Embeds Julia 1.5 the way libtfjl_julia.so does, without the bridge:
  * jl_init_with_image on a pthread with a 64 MB stack, then Julia code on it.
  * Run under glibc's heap checker to see its incompatibility with Julia
- * (kernels_cpp/README.md, "glibc's heap checker"):
+ * (docs/internals/kernels-cpp.md, "glibc's heap checker"):
  *
  *   cc -o embed_julia embed_julia.c -I/usr/include/julia -ljulia -lpthread -ldl
  *   LD_PRELOAD=libc_malloc_debug.so.0 MALLOC_CHECK_=3 ./embed_julia addresses

@@ -72,7 +72,8 @@ class GradCase:
     the dtype under test): ``build`` gets, and the gradient is taken with
     respect to, the variable's handle (read after it is assigned).
     ``raises``: TF's registered gradient raises for this graph (PreventGradient,
-    the gradients TF leaves NotImplemented); the bridge must raise too.
+    the gradients TF leaves NotImplemented): a :class:`Raises` naming TF's
+    error and the bridge's, both checked.
     """
 
     op: str
@@ -85,7 +86,7 @@ class GradCase:
     dtype_attr: str = "T"
     rtol: Optional[float] = None
     variables: Sequence[int] = ()
-    raises: bool = False
+    raises: Optional["Raises"] = None
 
     def differentiated(self) -> list[int]:
         if self.wrt is not None:
@@ -107,6 +108,21 @@ class GradCase:
 
     def id(self, dtype: str) -> str:
         return f"{self.op}{'-' + self.label if self.label else ''}-{dtype}"
+
+
+#: The bridge's refusal of an op type without a gradient (``.format(op_type)``; a regular expression).
+NO_GRADIENT = r"^No gradient defined for operation '{0}' \(op type: {0}\)\. Register one in Python:"
+
+
+@dataclasses.dataclass(frozen=True)
+class Raises:
+    """How both sides refuse a case's gradient.  ``tf``: the start of stock TF's
+    error, ``"Type: message"`` (the oracle's answer); ``bridge``: the type the
+    bridge raises, and ``match``, a regular expression its message must contain."""
+
+    tf: str
+    bridge: type
+    match: str
 
 
 def case(op: str, build: Callable[..., Any], *inputs: Any, **options: Any) -> GradCase:
@@ -238,7 +254,7 @@ def build_case(c: GradCase, dtype: str, seed: int) -> Built:
                 raise
             structural = True
             shapes = [tuple(y.shape) for y in ys]
-        for k, (y, shape) in enumerate(zip(ys, shapes)):
+        for k, (y, shape) in enumerate(zip(ys, shapes, strict=True)):
             g = r.uniform(-1, 1, shape)
             if y.dtype.is_complex:
                 g = g + 1j * r.uniform(-1, 1, shape)
@@ -278,7 +294,7 @@ def oracle_request(c: GradCase, built: Built) -> dict:
             "vs": [v.name for v in built.vs] if c.second else None,
             # (a variable's gradient has the dtype of its value, which its v has)
             "fetch_dtype": {x.name: _wide((v if x.dtype.name == "resource" else x).dtype.name)
-                            for x, v in zip(built.xs, built.vs)},
+                            for x, v in zip(built.xs, built.vs, strict=True)},
             "feed": built.feed_by_name,
             "structural": built.structural}
 
@@ -320,7 +336,7 @@ def bridge_gradients(c: GradCase, built: Built) -> tuple[list, Any]:
         second = None
         if c.second:
             parts = [ops.sum(ops.reshape(ops.mul(g, v), [-1]), 0)
-                     for g, v in zip(first, built.vs) if g is not None]
+                     for g, v in zip(first, built.vs, strict=True) if g is not None]
             if parts:
                 z = ops.add_n(parts) if len(parts) > 1 else parts[0]
                 try:
@@ -343,7 +359,7 @@ def assert_close(got: Any, want: Any, dtype: str, what: str, rtol: Optional[floa
     """Aligned lists of arrays/None: None where TF has None, values within tolerance elsewhere."""
     tol = rtol if rtol is not None else TOLERANCE[dtype]
     assert len(got) == len(want), f"{what}: {len(got)} gradients, TF has {len(want)}"
-    for k, (g, w) in enumerate(zip(got, want)):
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
         if w is None:
             assert g is None, f"{what}, x{k}: TF's gradient is None, the bridge's is a value"
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 from bridge import ops  # noqa: F401
 from bridge.framework.graph import get_default_graph
 
-from . import case, cplx, i32, i64, positive, signed  # noqa: F401
+from . import Raises, case, cplx, i32, i64, positive, signed  # noqa: F401
 
 
 def _old_graph(producer: int) -> None:
@@ -175,9 +175,13 @@ CASES = [
     # Where a gradient does reach them, TF's raises (PreventGradient: LookupError naming the
     # message; _EagerConst: eager-only), and so does the bridge's.
     case("PreventGradient", lambda x: ops.mul(x, ops.prevent_gradient(x, message="no")), signed(2, 3),
-         raises=True, dtypes=["float64"], label="reached"),
+         dtypes=["float64"], label="reached",
+         raises=Raises("LookupError: Gradient explicitly disabled. Reason: b'no'", LookupError,
+                       r"^gradient explicitly disabled for 'PreventGradient': no$")),
     case("_EagerConst", lambda x: ops.mul(x, ops._eager_const(x, name="eager_const")), signed(2, 3),
-         raises=True, dtypes=["float64"], label="reached"),
+         dtypes=["float64"], label="reached",
+         raises=Raises("AssertionError: This op should never interact with gradient APIs.", LookupError,
+                       r"^operation 'eager_const' \(_EagerConst\) should never interact with gradients")),
     # --- complex values ------------------------------------------------------------------------
     case("TensorScatterUpdate", lambda x, i, u: ops.tensor_scatter_update(x, i, u), cplx(4, 3), i32([[2], [0]]),
          cplx(2, 3), label="complex"),

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 import bridge
-from bridge import dtypes, ops
+from bridge import dtypes, errors, ops
 from bridge.framework.control_flow import WhileInfo, _loop_functions
 from bridge.framework.functions import TensorSpec, trace_graph
 from bridge.framework.graph import get_default_graph
 
-from . import case, cplx, i32, i64, positive, signed  # noqa: F401
+from . import Raises, case, cplx, i32, i64, positive, signed  # noqa: F401
 
 
 # --- functional ops built directly (bridge.cond / while_loop build If / While only) ---------
@@ -205,10 +205,16 @@ def _ta_split(x, v="V3"):
 def _ta_cases():
     """One case per TensorArray op type of each version.  The V1/V2 ops take string handles
     (Ref(string) for V1), which TF's gradients pass to TensorArrayGradV3 (resource handles only):
-    TF's gradient raises TypeError for them, and the bridge's must raise too (one dtype is enough)."""
+    TF's gradient raises TypeError for them, and the bridge's InvalidArgumentError, as TF's C API
+    refuses the node (one dtype is enough)."""
     cases = []
     for v in ("V3", "V2", ""):
-        opts = {} if v == "V3" else {"raises": True, "dtypes": ("float64",)}
+        handle = "string" if v == "V2" else "string_ref"
+        refused = Raises(f"TypeError: Input 'handle' of 'TensorArrayGradV3' Op has type {handle} that does not "
+                         "match expected type of resource.", errors.InvalidArgumentError,
+                         rf"\(TensorArrayGradV3\): Input 'handle' passed {handle} expected resource while building "
+                         "NodeDef 'gradients/TensorArray")
+        opts = {} if v == "V3" else {"raises": refused, "dtypes": ("float64",)}
         cases += [
             case("TensorArrayRead" + v, lambda x, v=v: _ta_read(x, v), signed(3, 2), dtype_attr="dtype", **opts),
             case("TensorArrayWrite" + v, lambda x, e, v=v: _ta_write(x, e, v), signed(3, 2), signed(2), **opts),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bridge import ops
 
-from . import case, cplx, i32, i64, signed
+from . import NO_GRADIENT as _NO_GRADIENT, Raises, case, cplx, i32, i64, signed
 
 # A 3x4 sparse matrix with 5 entries, in canonical (row-major) order; row 1 is empty.
 IDX = i64([[0, 0], [0, 2], [0, 3], [2, 0], [2, 3]])
@@ -86,13 +86,21 @@ CASES = [
          IDX, signed(5), SHAPE, signed(3, 4)),
     case("SparseDenseCwiseMul", lambda i, v, s, d: ops.sparse_dense_cwise_mul(i, v, s, d),
          IDX3, signed(6), SHAPE3, signed(3, 1), label="broadcast"),
-    # TF's registered gradients of these raise NotImplementedError; the bridge raises too.
+    # TF's registered gradient of SparseDenseCwiseAdd raises NotImplementedError, and those of
+    # SparseSparseMaximum/Minimum a TypeError (they take 2 arguments, TF passes 3): the bridge
+    # registers none, so it raises the LookupError of an op without a gradient.
     case("SparseDenseCwiseAdd", lambda i, v, s, d: ops.sparse_dense_cwise_add(i, v, s, d),
-         IDX, signed(5), SHAPE, signed(3, 4), raises=True, dtypes=["float64"]),
+         IDX, signed(5), SHAPE, signed(3, 4), dtypes=["float64"],
+         raises=Raises("NotImplementedError: Gradient for SparseDenseCwiseAdd is not implemented.", LookupError,
+                       _NO_GRADIENT.format("SparseDenseCwiseAdd"))),
     case("SparseSparseMaximum", lambda ai, av, ash, bi, bv: ops.sparse_sparse_maximum(ai, av, ash, bi, bv, ash)[1],
-         IDX, signed(5), SHAPE, IDX, signed(5), raises=True, dtypes=["float64"]),
+         IDX, signed(5), SHAPE, IDX, signed(5), dtypes=["float64"],
+         raises=Raises("TypeError: _SparseSparseMaximumGrad() takes 2 positional arguments but 3 were given",
+                       LookupError, _NO_GRADIENT.format("SparseSparseMaximum"))),
     case("SparseSparseMinimum", lambda ai, av, ash, bi, bv: ops.sparse_sparse_minimum(ai, av, ash, bi, bv, ash)[1],
-         IDX, signed(5), SHAPE, IDX, signed(5), raises=True, dtypes=["float64"]),
+         IDX, signed(5), SHAPE, IDX, signed(5), dtypes=["float64"],
+         raises=Raises("TypeError: _SparseSparseMinimumGrad() takes 2 positional arguments but 3 were given",
+                       LookupError, _NO_GRADIENT.format("SparseSparseMinimum"))),
     case("SparseDenseCwiseDiv", lambda i, v, s, d: ops.sparse_dense_cwise_div(i, v, s, d),
          IDX, signed(5), SHAPE, signed(3, 4)),
     case("SparseDenseCwiseDiv", lambda i, v, s, d: ops.sparse_dense_cwise_div(i, v, s, d),
@@ -123,9 +131,10 @@ CASES = [
          lambda ai, av, bi, bv, s, alpha, beta: _to_dense(
              ops.sparse_matrix_add(_csr(ai, av, s), _csr(bi, bv, s), alpha, beta), av.dtype, [3, 4]),
          IDX, signed(5), i64([[0, 2], [1, 1], [2, 3]]), signed(3), SHAPE, 0.7, -1.3),
-    # TF's registered gradient raises NotImplementedError; the bridge raises too.
+    # TF's registered gradient raises a NotImplementedError without a message; the bridge has none.
     case("SparseMatrixMul", lambda i, v, s, b: _to_dense(ops.sparse_matrix_mul(_csr(i, v, s), b), v.dtype, [3, 4]),
-         IDX, signed(5), SHAPE, signed(), raises=True, dtypes=["float64"]),
+         IDX, signed(5), SHAPE, signed(), dtypes=["float64"],
+         raises=Raises("NotImplementedError: ", LookupError, _NO_GRADIENT.format("SparseMatrixMul"))),
     case("SparseMatrixMatMul", _smm(), IDX, signed(5), SHAPE, signed(4, 2), dtypes=REAL),
     case("SparseMatrixMatMul", _smm(transpose_a=True), IDX, signed(5), SHAPE, signed(3, 2), dtypes=REAL,
          label="transpose_a"),

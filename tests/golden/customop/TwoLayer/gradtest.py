@@ -8,21 +8,29 @@ the other inputs stay as given.  Run it with `python gradtest.py` (or
 `tfbridge gradtest DIR`):
 
     --plot PATH             write the log-log convergence plot (PNG)
+    --order 2               test the Hessian too (Hessian-vector products of the gradient op)
     --input NAME=VALUE      an input's or attribute's value, a Python literal (repeatable)
     --inputs FILE           values from an .npz (arrays named like the inputs) or a .py file
 
-It prints the verdict and exits 0 on PASS (or LINEAR: the op is linear along
-the direction and its gradient exact there), 1 on FAIL, 2 when the test cannot
-run (the reason printed: say, a sample integer the op refuses, NaN or Inf in
-the op's outputs, outputs that do not change along the direction).
+It tests the op folder this script's build folder belongs to, prints the
+verdict and exits 0 on PASS (or LINEAR: the op is linear along the direction
+and its gradient exact there; QUADRATIC for --order 2), 1 on FAIL (the
+gradient or Hessian is wrong), 2 when the test cannot run or cannot tell (the
+reason printed: say, a sample integer the op refuses, NaN or Inf in the op's
+outputs, outputs that do not change along the direction, a float32 op whose
+precision leaves too few steps above roundoff).
 """
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from bridge.customop import gradtest
 
-OP_DIR = "ops/two_layer"
+# This script sits in <op folder>/build/<key>/: the op folder is found from
+# here, so a copied or moved folder tests itself, never the one it came from.
+HERE = Path(__file__).resolve().parent
+OP_DIR = HERE.parent.parent
 
 
 def sample_inputs() -> dict:
@@ -46,4 +54,4 @@ SAMPLE_ATTRS = {
 
 
 if __name__ == "__main__":
-    sys.exit(gradtest.main(OP_DIR, sample_inputs(), SAMPLE_ATTRS, sys.argv[1:]))
+    sys.exit(gradtest.main(OP_DIR, sample_inputs(), SAMPLE_ATTRS, sys.argv[1:], built_from=HERE / "custom_op.txt"))

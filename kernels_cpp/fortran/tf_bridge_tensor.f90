@@ -1,166 +1,91 @@
-! tf_bridge's types and everything that does not depend on an array's type
-! and rank: the status, tensors as TensorFlow holds them, models (a
-! SavedModel or a GraphDef with its session) and the byte-level copies that
-! the typed procedures of tf_bridge_arrays call.
+! tf_tensor: a TensorFlow tensor held from Fortran, and the type-free code
+! behind the typed procedures of tf_bridge_{from,to,view,alloc} (the bytes,
+! the shapes and the dtype checks).
 !
 ! Order of dimensions: TensorFlow is row-major, Fortran column-major.  The
 ! same memory read with the dimensions reversed is the same array, so a
 ! Fortran array of shape (n1,...,nk) is, without a copy, a TF tensor of shape
 ! [nk,...,n1] (the default).  transpose=.true. copies instead, into a TF
 ! tensor of shape [n1,...,nk] holding the same elements at the same indices.
-module tf_bridge_core
+!
+! Handles are reference counted: assignment (b = a) shares the TF_Tensor and
+! counts one more holder; delete, making another tensor into the variable,
+! and the variable's end (its scope, deallocate: the final procedure) each
+! drop one, and the last one deletes the TF_Tensor.  So a program that never
+! calls delete leaks nothing, and one that copies a handle cannot delete the
+! tensor under the copy.
+module tf_bridge_tensor
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: int64
   use tf_bridge_c
-  use tf_bridge_pb
-  use tf_bridge_objects, only: restore_objects
+  use tf_bridge_status
   implicit none
   private
-  public :: tf_status, tf_tensor, tf_model, tf_signature, tf_tensor_info, tf_saver_def
-  public :: tf_load_library, tf_load_julia_op, tf_load_saved_model, tf_load_graph_def, tf_dtype_name
-  public :: TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_STRING, TF_OK, &
-       TF_INVALID_ARGUMENT, TF_NOT_FOUND, TF_FAILED_PRECONDITION
-  public :: set_status, make_tensor, read_tensor, tensor_view, alloc_tensor, shape_text
+  public :: tf_tensor, adopt_tensor, make_tensor, read_tensor, tensor_view, alloc_tensor, check_tensor
 
-  type :: tf_status
-    integer :: code = TF_OK                           ! TF_Code: 0 is OK
-    character(len=:), allocatable :: message
-  contains
-    procedure :: ok => status_ok
-  end type
-
-  ! A tensor owned by TensorFlow (or, made zero-copy, a view of a Fortran
-  ! array).  Copying the derived type copies the handle, not the tensor:
-  ! call delete once per tensor.
+  ! A tensor owned by TensorFlow (or, made zero-copy, a view of a Fortran array).
   type :: tf_tensor
-    type(c_ptr) :: handle = c_null_ptr
+    type(c_ptr) :: handle = c_null_ptr                ! the TF_Tensor*, shared by copies
+    integer, pointer, private :: refs => null()       ! how many tf_tensors hold it
   contains
     procedure :: delete => tensor_delete
     procedure :: dtype => tensor_dtype
     procedure :: rank => tensor_rank
     procedure :: shape => tensor_shape                ! TensorFlow's order
     procedure :: data => tensor_data                  ! TensorFlow's buffer
-  end type
-
-  type :: tf_model
-    type(c_ptr) :: graph = c_null_ptr, session = c_null_ptr
-    character(len=:), allocatable :: path
-    type(tf_signature), allocatable :: signatures(:)
-    type(tf_saver_def) :: saver
-  contains
-    procedure :: run => model_run
-    procedure :: run_tensors => model_run_tensors
-    procedure :: signature_index => model_signature_index
-    procedure :: save_checkpoint => model_save_checkpoint
-    procedure :: restore_checkpoint => model_restore_checkpoint
-    procedure :: close => model_close
+    procedure, private :: tensor_assign
+    generic :: assignment(=) => tensor_assign
+    final :: tensor_final
   end type
 
 contains
 
-  logical function status_ok(self)
-    class(tf_status), intent(in) :: self
-    status_ok = self%code == TF_OK
-  end function
+  ! --- handles --------------------------------------------------------------------
 
-  subroutine set_status(st, code, message)
-    type(tf_status), intent(inout) :: st
-    integer, intent(in) :: code
-    character(*), intent(in) :: message
-    st%code = code
-    st%message = message
+  ! t holds handle (a new TF_Tensor, or null) and nothing else: what it held is released.
+  subroutine adopt_tensor(t, handle)
+    type(tf_tensor), intent(inout) :: t
+    type(c_ptr), intent(in) :: handle
+    call t%delete()
+    if (.not. c_associated(handle)) return
+    allocate(t%refs)
+    t%refs = 1
+    t%handle = handle
+    call count_live(TF_LIVE_TENSORS, 1)
   end subroutine
 
-  function c_string(s) result(c)
-    character(*), intent(in) :: s
-    character(kind=c_char, len=len_trim(s) + 1) :: c
-    c = trim(s) // c_null_char
-  end function
-
-  function f_string(p) result(s)
-    type(c_ptr), intent(in) :: p
-    character(len=:), allocatable :: s
-    character(kind=c_char), pointer :: chars(:)
-    integer :: i, n
-    if (.not. c_associated(p)) then
-      s = ""
-      return
-    end if
-    n = int(c_strlen(p))
-    call c_f_pointer(p, chars, [n])
-    allocate(character(len=n) :: s)
-    do i = 1, n
-      s(i:i) = chars(i)
-    end do
-  end function
-
-  ! Loads TensorFlow's C API on first use (tf_bridge_c); .false. with st set when it cannot.
-  logical function ensure_tf(st) result(ok)
-    type(tf_status), intent(inout) :: st
-    character(len=:), allocatable :: message
-    call load_tensorflow(ok, message)
-    if (.not. ok) call set_status(st, TF_FAILED_PRECONDITION, message)
-  end function
-
-  ! st <- the TF_Status, its message prefixed by what was being done; true when it is OK.
-  logical function take_status(st, s, context) result(ok)
-    type(tf_status), intent(inout) :: st
-    type(c_ptr), intent(in) :: s
-    character(*), intent(in) :: context
-    ok = TF_GetCode(s) == TF_OK
-    if (ok) then
-      st%code = TF_OK
-      if (.not. allocated(st%message)) st%message = ""
-    else
-      call set_status(st, int(TF_GetCode(s)), context // ": " // f_string(TF_Message(s)))
-    end if
-  end function
-
-  function tf_dtype_name(dtype) result(name)
-    integer, intent(in) :: dtype
-    character(len=:), allocatable :: name
-    select case (dtype)
-    case (TF_FLOAT); name = "float32 (real(c_float))"
-    case (TF_DOUBLE); name = "float64 (real(c_double))"
-    case (TF_INT32); name = "int32 (integer(c_int32_t))"
-    case (TF_INT64); name = "int64 (integer(c_int64_t))"
-    case (TF_BOOL); name = "bool (logical)"
-    case (TF_STRING); name = "string"
-    case default
-      name = "TF_DataType " // itoa(int(dtype, int64))
-    end select
-  end function
-
-  function itoa(i) result(s)
-    integer(int64), intent(in) :: i
-    character(len=:), allocatable :: s
-    character(len=24) :: buf
-    write(buf, '(i0)') i
-    s = trim(buf)
-  end function
-
-  function shape_text(dims) result(s)
-    integer(int64), intent(in) :: dims(:)
-    character(len=:), allocatable :: s
-    integer :: i
-    s = "["
-    do i = 1, size(dims)
-      if (i > 1) s = s // ","
-      if (dims(i) < 0) then
-        s = s // "?"
-      else
-        s = s // itoa(dims(i))
-      end if
-    end do
-    s = s // "]"
-  end function
-
-  ! --- tensors ------------------------------------------------------------------
-
+  ! Drops this variable's hold on the tensor; the last holder deletes it.
   subroutine tensor_delete(self)
     class(tf_tensor), intent(inout) :: self
-    if (c_associated(self%handle)) call TF_DeleteTensor(self%handle)
+    if (associated(self%refs)) then
+      self%refs = self%refs - 1
+      if (self%refs == 0) then
+        call TF_DeleteTensor(self%handle)
+        deallocate(self%refs)
+        call count_live(TF_LIVE_TENSORS, -1)
+      end if
+    end if
+    nullify(self%refs)
     self%handle = c_null_ptr
+  end subroutine
+
+  impure elemental subroutine tensor_final(self)
+    type(tf_tensor), intent(inout) :: self
+    call self%delete()
+  end subroutine
+
+  ! lhs = rhs: lhs drops what it held and shares rhs's tensor (self-assignment safe).
+  impure elemental subroutine tensor_assign(lhs, rhs)
+    class(tf_tensor), intent(inout) :: lhs
+    type(tf_tensor), intent(in) :: rhs
+    integer, pointer :: refs
+    type(c_ptr) :: handle
+    refs => rhs%refs
+    handle = rhs%handle
+    if (associated(refs)) refs = refs + 1
+    call lhs%delete()
+    lhs%refs => refs
+    lhs%handle = handle
   end subroutine
 
   integer function tensor_dtype(self)
@@ -192,9 +117,11 @@ contains
   end function
 
   ! A zero-copy tensor does not own its memory: the Fortran array does.
+  ! TensorFlow calls this when it no longer uses the array.
   subroutine keep_fortran_memory(data, n, arg) bind(c)
     type(c_ptr), value :: data, arg
     integer(c_size_t), value :: n
+    call count_live(TF_LIVE_BORROWED, -1)
   end subroutine
 
   ! Element k (0-based, column-major over fshape) <-> its row-major offset.
@@ -255,24 +182,27 @@ contains
     type(tf_status), intent(out) :: st
     integer(c_int64_t) :: dims(max(1, size(fshape)))
     integer(c_size_t) :: nbytes
+    type(c_ptr) :: handle
     call t%delete()
     st%message = ""
     if (.not. ensure_tf(st)) return
     dims = tf_dims(fshape, transpose)
     nbytes = int(product(fshape), c_size_t) * elsize
     if (.not. (transpose .or. copy) .and. nbytes > 0) then
-      t%handle = TF_NewTensor(int(dtype, c_int), dims, int(size(fshape), c_int), ptr, nbytes, &
+      call count_live(TF_LIVE_BORROWED, 1)    ! until TensorFlow calls keep_fortran_memory
+      handle = TF_NewTensor(int(dtype, c_int), dims, int(size(fshape), c_int), ptr, nbytes, &
            c_funloc(keep_fortran_memory), c_null_ptr)
     else
-      t%handle = TF_AllocateTensor(int(dtype, c_int), dims, int(size(fshape), c_int), nbytes)
-      if (nbytes > 0 .and. c_associated(t%handle)) then
+      handle = TF_AllocateTensor(int(dtype, c_int), dims, int(size(fshape), c_int), nbytes)
+      if (nbytes > 0 .and. c_associated(handle)) then
         if (transpose .and. size(fshape) > 1) then
-          call permute_copy(ptr, TF_TensorData(t%handle), fshape, elsize, .true.)
+          call permute_copy(ptr, TF_TensorData(handle), fshape, elsize, .true.)
         else
-          call c_memcpy(TF_TensorData(t%handle), ptr, nbytes)
+          call c_memcpy(TF_TensorData(handle), ptr, nbytes)
         end if
       end if
     end if
+    call adopt_tensor(t, handle)
     if (.not. c_associated(t%handle)) call set_status(st, TF_INTERNAL, &
          "tf_tensor_from: TensorFlow could not make a " // tf_dtype_name(dtype) // " tensor of shape " &
          // shape_text(int(dims(1:size(fshape)), int64)))
@@ -384,8 +314,8 @@ contains
       return
     end if
     dims = tf_dims(fshape, .false.)
-    t%handle = TF_AllocateTensor(int(dtype, c_int), dims, int(size(fshape), c_int), &
-         int(product(fshape), c_size_t) * elsize)
+    call adopt_tensor(t, TF_AllocateTensor(int(dtype, c_int), dims, int(size(fshape), c_int), &
+         int(product(fshape), c_size_t) * elsize))
     if (c_associated(t%handle)) then
       ptr = TF_TensorData(t%handle)
     else
@@ -393,5 +323,4 @@ contains
     end if
   end subroutine
 
-  include "tf_bridge_model.inc"
-end module tf_bridge_core
+end module tf_bridge_tensor

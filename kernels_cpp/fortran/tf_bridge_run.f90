@@ -1,11 +1,11 @@
-  ! --- models: running (included into tf_bridge_core) ---------------------------
+! Running a tf_model (a signature by keys, or tensors by name) and its
+! checkpoints through the SaverDef the SavedModel holds.
+submodule (tf_bridge_model) tf_bridge_run
+  implicit none
 
-  ! "op:index" (or "op", index 0) -> TF_Output; .false. with st set when absent.
-  logical function resolve(self, name, out, who, st) result(ok)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: name, who
-    type(tf_output_c), intent(out) :: out
-    type(tf_status), intent(inout) :: st
+contains
+
+  module procedure resolve
     integer :: colon, index, ios
     character(len=:), allocatable :: op
     ok = .false.
@@ -34,20 +34,16 @@
       character(*), intent(in) :: s
       index_of_colon = scan(s, ":", back=.true.)
     end function
-  end function
+  end procedure
 
-  ! The feed's dtype and shape against the graph's (TensorFlow aborts the
-  ! process on some kernels fed a tensor of the wrong rank, rather than failing).
-  logical function feed_fits(self, name, out, t, st) result(ok)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: name
-    type(tf_output_c), intent(in) :: out
-    type(tf_tensor), intent(in) :: t
-    type(tf_status), intent(inout) :: st
+  ! (TensorFlow aborts the process on some kernels fed a tensor of the wrong
+  ! rank, rather than failing.)
+  module procedure feed_fits
     integer(c_int64_t), allocatable :: want(:)
     integer(int64), allocatable :: have(:)
     integer(c_int) :: rank
     type(c_ptr) :: s
+    logical :: bad
     ok = .false.
     if (TF_OperationOutputType(out) /= t%dtype()) then
       call set_status(st, TF_INVALID_ARGUMENT, "run: '" // trim(name) // "' is " &
@@ -61,7 +57,10 @@
     call TF_DeleteStatus(s)
     have = t%shape()
     if (rank >= 0) then
-      if (size(have) /= rank .or. any(want >= 0 .and. want /= have(1:min(size(have), size(want))))) then
+      ! Fortran may evaluate both sides of .or.: compare the dimensions only when the ranks agree.
+      bad = size(have) /= rank
+      if (.not. bad) bad = any(want >= 0 .and. want /= have)
+      if (bad) then
         call set_status(st, TF_INVALID_ARGUMENT, "run: '" // trim(name) // "' has the shape " &
              // shape_text(int(want, int64)) // " (TensorFlow's order, ? any size); it cannot be fed " &
              // shape_text(have) // "; a Fortran array has its dimensions reversed in TensorFlow unless " &
@@ -70,18 +69,9 @@
       end if
     end if
     ok = .true.
-  end function
+  end procedure
 
-  ! Runs the graph: feeds the tensors named in feeds (as "op:index") with
-  ! inputs, fetches the tensors named in fetches into outputs (tensors an
-  ! earlier run left there are deleted first) and runs the target operations.
-  subroutine model_run_tensors(self, feeds, inputs, fetches, outputs, st, targets)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: feeds(:), fetches(:)
-    type(tf_tensor), intent(in) :: inputs(:)
-    type(tf_tensor), intent(inout) :: outputs(:)
-    type(tf_status), intent(out) :: st
-    character(*), intent(in), optional :: targets(:)
+  module procedure model_run_tensors
     type(tf_output_c) :: fin(max(1, size(feeds))), fout(max(1, size(fetches)))
     type(c_ptr) :: vin(max(1, size(feeds))), vout(max(1, size(fetches))), s
     type(c_ptr), allocatable :: ops(:)
@@ -131,21 +121,18 @@
     ok = take_status(st, s, "run on " // self%path)
     call TF_DeleteStatus(s)
     do i = 1, size(outputs)
-      outputs(i)%handle = vout(i)
+      call adopt_tensor(outputs(i), vout(i))
     end do
-  end subroutine
+  end procedure
 
-  ! The position of the signature in self%signatures, 0 when it has none of that name.
-  integer function model_signature_index(self, name)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: name
+  module procedure model_signature_index
     integer :: i
     model_signature_index = 0
     if (.not. allocated(self%signatures)) return
     do i = 1, size(self%signatures)
       if (self%signatures(i)%name == name) model_signature_index = i
     end do
-  end function
+  end procedure
 
   function key_list(infos) result(s)
     type(tf_tensor_info), intent(in) :: infos(:)
@@ -168,41 +155,39 @@
     end do
   end function
 
-  ! Runs a signature: the inputs by key, the outputs by key.  Checks the keys,
-  ! and each input's dtype and shape against the signature, before running.
-  subroutine model_run(self, signature, input_keys, inputs, output_keys, outputs, st)
+  subroutine no_signature(self, signature, who, st)
     class(tf_model), intent(in) :: self
-    character(*), intent(in) :: signature, input_keys(:), output_keys(:)
-    type(tf_tensor), intent(in) :: inputs(:)
-    type(tf_tensor), intent(inout) :: outputs(:)
-    type(tf_status), intent(out) :: st
-    character(len=TF_NAME_LEN) :: feeds(size(input_keys)), fetches(size(output_keys))
-    character(len=:), allocatable :: who, names
+    character(*), intent(in) :: signature, who
+    type(tf_status), intent(inout) :: st
+    character(len=:), allocatable :: names
+    integer :: i
+    names = ""
+    do i = 1, size(self%signatures)
+      if (i > 1) names = names // ", "
+      names = names // "'" // trim(self%signatures(i)%name) // "'"
+    end do
+    call set_status(st, TF_NOT_FOUND, who // ": " // self%path // " has no signature '" // trim(signature) &
+         // "'; its signatures are: " // names)
+  end subroutine
+
+  module procedure signature_feeds
     integer(int64), allocatable :: have(:)
+    logical :: shape_ok
     integer :: i, k, j
-    st%message = ""
+    ok = .false.
     if (.not. c_associated(self%session)) then
-      call set_status(st, TF_FAILED_PRECONDITION, "run: the model is not loaded (or was closed)")
+      call set_status(st, TF_FAILED_PRECONDITION, who // ": the model is not loaded (or was closed)")
       return
     end if
     k = self%signature_index(signature)
     if (k == 0) then
-      names = ""
-      do i = 1, size(self%signatures)
-        if (i > 1) names = names // ", "
-        names = names // "'" // trim(self%signatures(i)%name) // "'"
-      end do
-      call set_status(st, TF_NOT_FOUND, "run: " // self%path // " has no signature '" // trim(signature) &
-           // "'; its signatures are: " // names)
+      call no_signature(self, signature, who, st)
       return
     end if
-    who = "run('" // trim(signature) // "')"
     associate (sig => self%signatures(k))
-      if (size(input_keys) /= size(inputs) .or. size(output_keys) /= size(outputs)) then
+      if (size(input_keys) /= size(inputs)) then
         call set_status(st, TF_INVALID_ARGUMENT, who // ": " // itoa(size(input_keys, kind=int64)) &
-             // " input keys for " // itoa(size(inputs, kind=int64)) // " inputs, " &
-             // itoa(size(output_keys, kind=int64)) // " output keys for " // itoa(size(outputs, kind=int64)) &
-             // " outputs")
+             // " input keys for " // itoa(size(inputs, kind=int64)) // " inputs")
         return
       end if
       do i = 1, size(input_keys)
@@ -234,7 +219,10 @@
           end if
           have = inputs(i)%shape()
           if (info%rank >= 0) then
-            if (size(have) /= info%rank .or. .not. fits(have, info%dims(1:max(0, info%rank)))) then
+            ! Nested, not .or.: Fortran may evaluate fits() on arrays of different sizes.
+            shape_ok = size(have) == info%rank
+            if (shape_ok) shape_ok = fits(have, info%dims(1:info%rank))
+            if (.not. shape_ok) then
               call set_status(st, TF_INVALID_ARGUMENT, who // ": the input '" // trim(input_keys(i)) &
                    // "' must have the shape " // shape_text(info%dims(1:max(0, info%rank))) &
                    // " (TensorFlow's order, ? any size), not " // shape_text(have) &
@@ -245,35 +233,75 @@
           feeds(i) = info%name
         end associate
       end do
-      do i = 1, size(output_keys)
-        j = find_key(sig%outputs, output_keys(i))
-        if (j == 0) then
-          call set_status(st, TF_INVALID_ARGUMENT, who // ": the signature has no output '" &
-               // trim(output_keys(i)) // "'; its outputs are " // key_list(sig%outputs))
-          return
-        end if
-        fetches(i) = sig%outputs(j)%name
-      end do
     end associate
-    call self%run_tensors(feeds, inputs, fetches, outputs, st)
+    ok = .true.
   contains
     logical function fits(have, want)
       integer(int64), intent(in) :: have(:), want(:)
       fits = all(want < 0 .or. want == have)
     end function
-  end subroutine
+  end procedure
 
-  ! Runs the SaverDef's op: save (feeds the prefix, fetches the save tensor) or restore.
-  subroutine saver_run(self, prefix, save, st)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: prefix
-    logical, intent(in) :: save
-    type(tf_status), intent(out) :: st
+  module procedure model_run
+    character(len=TF_NAME_LEN) :: feeds(size(input_keys)), fetches(size(output_keys))
+    character(len=:), allocatable :: who
+    integer :: i, j, k
+    st%message = ""
+    if (.not. c_associated(self%session)) then
+      call set_status(st, TF_FAILED_PRECONDITION, "run: the model is not loaded (or was closed)")
+      return
+    end if
+    if (self%signature_index(signature) == 0) then
+      call no_signature(self, signature, "run", st)
+      return
+    end if
+    who = "run('" // trim(signature) // "')"
+    if (.not. signature_feeds(self, signature, input_keys, inputs, feeds, who, st)) return
+    if (size(output_keys) /= size(outputs)) then
+      call set_status(st, TF_INVALID_ARGUMENT, who // ": " // itoa(size(output_keys, kind=int64)) &
+           // " output keys for " // itoa(size(outputs, kind=int64)) // " outputs")
+      return
+    end if
+    k = self%signature_index(signature)
+    do i = 1, size(output_keys)
+      j = find_key(self%signatures(k)%outputs, output_keys(i))
+      if (j == 0) then
+        call set_status(st, TF_INVALID_ARGUMENT, who // ": the signature has no output '" &
+             // trim(output_keys(i)) // "'; its outputs are " // key_list(self%signatures(k)%outputs))
+        return
+      end if
+      fetches(i) = self%signatures(k)%outputs(j)%name
+    end do
+    call self%run_tensors(feeds, inputs, fetches, outputs, st)
+  end procedure
+
+  module procedure saver_run
     type(tf_tensor) :: name(1), written(1)
     integer(c_int64_t) :: dims(1)
-    character(len=:), allocatable :: who
-    who = merge("save_checkpoint   ", "restore_checkpoint", save)
-    who = trim(who) // "('" // trim(prefix) // "')"
+    if (.not. c_associated(self%session)) then
+      call set_status(st, TF_FAILED_PRECONDITION, who // ": the model is not loaded (or was closed)")
+      return
+    end if
+    dims = 0
+    call adopt_tensor(name(1), TF_AllocateTensor(TF_STRING, dims, 0_c_int, 24_c_size_t))   ! sizeof(TF_TString)
+    call TF_StringInit(TF_TensorData(name(1)%handle))
+    call TF_StringCopy(TF_TensorData(name(1)%handle), c_string(prefix), int(len_trim(prefix), c_size_t))
+    if (save) then
+      call self%run_tensors([saver%filename_tensor], name, [saver%save_tensor], written, st)
+    else
+      call self%run_tensors([saver%filename_tensor], name, [character(len=1) ::], written(1:0), st, &
+           targets=[saver%restore_op])
+    end if
+    if (.not. st%ok()) st%message = who // ": " // st%message
+  end procedure
+
+  ! Whether the model's own SaverDef can serve a checkpoint (else st says why).
+  logical function saver_serves(self, who, save, st) result(ok)
+    class(tf_model), intent(in) :: self
+    character(*), intent(in) :: who
+    logical, intent(in) :: save
+    type(tf_status), intent(inout) :: st
+    ok = .false.
     if (.not. c_associated(self%session)) then
       call set_status(st, TF_FAILED_PRECONDITION, who // ": the model is not loaded (or was closed)")
       return
@@ -283,32 +311,28 @@
            // " has no Saver (no SaverDef in its MetaGraphDef: a GraphDef, or a model without variables)")
       return
     end if
-    dims = 0
-    name(1)%handle = TF_AllocateTensor(TF_STRING, dims, 0_c_int, 24_c_size_t)   ! sizeof(TF_TString)
-    call TF_StringInit(TF_TensorData(name(1)%handle))
-    call TF_StringCopy(TF_TensorData(name(1)%handle), c_string(prefix), int(len_trim(prefix), c_size_t))
-    if (save) then
-      call self%run_tensors([self%saver%filename_tensor], name, [self%saver%save_tensor], written, st)
-    else
-      call self%run_tensors([self%saver%filename_tensor], name, [character(len=1) ::], written(1:0), st, &
-           targets=[self%saver%restore_op])
+    if (self%objects_restored > 0) then
+      ! Its SaverDef saves and restores other copies of those variables than the ones the signatures read.
+      call set_status(st, TF_UNIMPLEMENTED, who // ": " // self%path // " is a TF2 export (Keras 3 or " &
+           // "tf.saved_model.save) whose variables only its object graph restores; its SaverDef would " &
+           // trim(merge("save   ", "restore", save)) // " other copies of them. Checkpoints of such a model: " &
+           // "tf.train.Checkpoint in Python")
+      return
     end if
-    if (.not. st%ok()) st%message = who // ": " // st%message
-    call name(1)%delete()
-    call written(1)%delete()
-  end subroutine
+    ok = .true.
+  end function
 
-  ! Writes the variables' values into a V2 checkpoint at prefix (prefix.index, prefix.data-*).
-  subroutine model_save_checkpoint(self, prefix, st)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: prefix
-    type(tf_status), intent(out) :: st
-    call saver_run(self, prefix, .true., st)
-  end subroutine
+  module procedure model_save_checkpoint
+    character(len=:), allocatable :: who
+    who = "save_checkpoint('" // trim(prefix) // "')"
+    st%message = ""
+    if (saver_serves(self, who, .true., st)) call saver_run(self, self%saver, prefix, .true., who, st)
+  end procedure
 
-  subroutine model_restore_checkpoint(self, prefix, st)
-    class(tf_model), intent(in) :: self
-    character(*), intent(in) :: prefix
-    type(tf_status), intent(out) :: st
-    call saver_run(self, prefix, .false., st)
-  end subroutine
+  module procedure model_restore_checkpoint
+    character(len=:), allocatable :: who
+    who = "restore_checkpoint('" // trim(prefix) // "')"
+    st%message = ""
+    if (saver_serves(self, who, .false., st)) call saver_run(self, self%saver, prefix, .false., who, st)
+  end procedure
+end submodule tf_bridge_run

@@ -2,8 +2,9 @@
 ``bridge.math``, ``bridge.linalg`` and ``bridge.random``: the same names for
 the functions the bridge has, each building TF's nodes (the one-op
 functions are the generated raw ops; the others come from ``math_ops``,
-``array_ops`` and ``bridge.nn``).  tests/ops/test_operators.py checks them
-against stock TF through the oracle.
+``array_ops`` and ``bridge.nn``).  They live above ``bridge.ops`` and
+``bridge.nn`` because they name modules of both (bridge/api/__init__.py).
+tests/ops/test_operators.py checks them against stock TF through the oracle.
 """
 from __future__ import annotations
 
