@@ -232,11 +232,12 @@ value_type(v) = v isa Recipe ? typeof(prototype(v)) : typeof(v)
 
 """
 The pool's values that fit position `i` of `m`, grouped by type, in pool
-order; where the position is declared `Any` or `Number`, scalars first.
+order; where the position is declared `Number`, or `Any` and `scalars_first`,
+scalars first.
 """
-function candidates(m, i, pool)
+function candidates(m, i, pool; scalars_first::Bool = true)
     P = position_type(m, i)
-    if P === Any || P === Number
+    if P === Number || (P === Any && scalars_first)
         pool = vcat(filter(v -> !(v isa Recipe), pool), filter(v -> v isa Recipe, pool))
     end
     groups, order = Dict{Any,Vector{Any}}(), Any[]
@@ -305,14 +306,33 @@ function build(t::Trial, ro_position::Int, ReadOnly; poison::Int = 0)
     return values, stores
 end
 
-"""Arguments dispatching to `m` with which a writable call runs, and the positions it wrote; or nothing."""
+"""
+Arguments dispatching to `m` with which a writable call runs, and the
+positions it wrote; or nothing.  Positions declared `Any` take scalars first
+(an `α` more often than not); a method found no arguments that way is
+searched again with arrays first there (the generic fallbacks, `mul!(C, A, B)`
+and `ldiv!(Y, A, B)`: every scalar combination dispatches to them and fails,
+using up the trials before an array is tried).
+"""
 function find_trial(f, m::Method, ReadOnly)
+    hinted = hinted_trial(f, m)
+    hinted === :stale && error("the hint in HINTS no longer runs this method: $(HINTS[signature(m)])")
+    hinted === nothing || return hinted
+    for scalars_first in (true, false)
+        found = find_trial(f, m, ReadOnly, scalars_first)
+        found === nothing || return found
+        any(P -> P === Any, (position_type(m, i) for i in 1:length(params(m)))) || break
+    end
+    return nothing
+end
+
+function find_trial(f, m::Method, ReadOnly, scalars_first::Bool)
     ps = params(m)
     for T in ELTYPES
         trials = 0
         # Complex methods may take real arrays too (mul! of a complex and a real matrix).
         pool = vcat(recipes_for(T), T <: Complex ? recipes_for(real(T)) : Recipe[], SCALARS)
-        groups = [candidates(m, i, pool) for i in 1:length(ps)]
+        groups = [candidates(m, i, pool; scalars_first = scalars_first) for i in 1:length(ps)]
         any(isempty, groups) && continue
         for gi in by_sum(map(length, groups), MAX_TYPE_COMBOS)   # the pool's first types first
             typed = [g[j] for (g, j) in zip(groups, gi)]
@@ -321,28 +341,60 @@ function find_trial(f, m::Method, ReadOnly)
             trials += 1
             trials > MAX_TYPE_TRIALS && break
             for idx in by_sum(map(length, typed), MAX_CALLS_PER_TYPES)
-                t = Trial(Any[g[j] for (g, j) in zip(typed, idx)])
-                values, stores = build(t, 0, ReadOnly)
-                crashes(f, values) && continue
-                snaps = [snapshot(s.arrays) for s in stores]
-                ran = try
-                    f(values...)
-                    true
-                catch
-                    false
-                end
-                ran || continue
-                wrote = [any(changed(s.arrays, snap)) for (s, snap) in zip(stores, snaps)]
-                poisoned = falses(length(wrote))
-                for (p, a) in enumerate(t.args)  # again, poisoned: a write of the values it held shows too
-                    (a isa Recipe && a.ro && !wrote[p]) || continue
-                    wrote[p] = poisoned[p] = wrote_poisoned(f, t, p)
-                end
-                return t, wrote, poisoned
+                found = writable_call(f, Trial(Any[g[j] for (g, j) in zip(typed, idx)]))
+                found === nothing || return found
             end
         end
     end
     return nothing
+end
+
+"""The trial, the positions its writable call wrote and those found written poisoned; nothing if it fails."""
+function writable_call(f, t::Trial)
+    values, stores = build(t, 0, nothing)
+    crashes(f, values) && return nothing
+    snaps = [snapshot(s.arrays) for s in stores]
+    try
+        f(values...)
+    catch
+        return nothing
+    end
+    wrote = [any(changed(s.arrays, snap)) for (s, snap) in zip(stores, snaps)]
+    poisoned = falses(length(wrote))
+    for (p, a) in enumerate(t.args)  # again, poisoned: a write of the values it held shows too
+        (a isa Recipe && a.ro && !wrote[p]) || continue
+        wrote[p] = poisoned[p] = wrote_poisoned(f, t, p)
+    end
+    return t, wrote, poisoned
+end
+
+"""
+Where the search is known to miss arguments that exist (`signature` ->
+the pool's names, Float64's, per position): tried before the search, and
+reported (`stale`) when they no longer dispatch to that method.  The method
+still comes from `methods(...)`; this only saves the search a long way.
+`ldiv!(Y, A, B)`, the generic fallback, runs only for the few matrix types
+with a two-argument `ldiv!` and no three-argument one (triangular, Hessenberg,
+bidiagonal), far down the pool: every combination before them dispatches to
+it and fails.  `mul!(C, A, B)` takes `Any` everywhere: the scalars, tried
+first there, use up the trials (the retry with arrays first finds it, after a
+minute of compiling calls that fail).
+"""
+const HINTS = Dict{String,Vector{String}}(
+    "ldiv!(Y, A, B) at generic.jl:260" => ["vector", "UpperTriangular", "vector"],
+    "mul!(C, A, B) at matmul.jl:207" => ["matrix", "matrix", "matrix"])
+
+"""The hinted trial for `m`, if it dispatches there and runs; nothing if no hint; :stale if it fails."""
+function hinted_trial(f, m::Method)
+    names = get(HINTS, signature(m), nothing)
+    names === nothing && return nothing
+    pool = Dict(r.name => r for r in recipes_for(Float64))
+    args = Any[get(pool, "$n{Float64}", nothing) for n in names]
+    any(a -> a === nothing, args) && return :stale
+    types = map(a -> value_type(a), args)
+    (Tuple{typeof(f), types...} <: m.sig && which(f, Tuple{types...}) === m) || return :stale
+    found = writable_call(f, Trial(args))
+    return found === nothing ? :stale : found
 end
 
 """Whether the writable call writes position `p` when it holds one value everywhere."""
