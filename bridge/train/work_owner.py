@@ -1,6 +1,6 @@
 """Whether the writer of a checkpoint work folder is gone: a lock it holds on a file inside.
 
-A save writes into a hidden work folder of its own (:mod:`bridge.train.saver`)
+A save writes into a hidden work folder of its own (:mod:`bridge.train.checkpoint_commit`)
 and, for as long as that folder exists, holds an ``fcntl`` lock on the file
 ``OWNER`` inside it.  Another process asks the lock, not a process id: a
 process id means nothing to a process in another PID namespace (another
@@ -14,9 +14,9 @@ POSIX (``fcntl``) record locks rather than ``flock``: NFS (NLM, NFSv4) and SMB
 servers see them across hosts, and the kernel across PID namespaces.  They
 belong to a process, not to an open file: a process taking the lock of one of
 its own saves succeeds, and closing any descriptor of the file drops the
-lock.  So a process never asks about its own folders in flight (the saver's
+lock.  So a process never asks about its own folders in flight (checkpoint_commit's
 ``_working``), and nothing but :func:`take` and :func:`claim` opens the file
-(the saver's fsync of a work folder skips it).
+(checkpoint_commit's fsync of a work folder skips it).
 
 ``OWNER`` appears under its name only once locked (it is created as
 ``OWNER.new`` and renamed), so an ``OWNER`` file that can be locked was

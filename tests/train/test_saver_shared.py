@@ -37,7 +37,7 @@ import sys, time
 import numpy as np
 import bridge
 from bridge import train
-from bridge.train import saver as saver_module
+from bridge.train import checkpoint_commit
 
 folder, mode, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
 print("pid", __import__("os").getpid(), flush=True)
@@ -65,9 +65,9 @@ if mode in ("hang_before_commit", "hang_in_commit"):   # the test kills it there
         print("hanging", flush=True)
         time.sleep(600)
     if mode == "hang_before_commit":
-        saver_module._sync_files = hang
+        checkpoint_commit._sync_files = hang
     else:
-        saver_module._apply = hang
+        checkpoint_commit._apply = hang
     sess.run(assign, {fill: 1.0})
     saver.save(sess, folder + "/model", global_step=1)
     sys.exit(3)
@@ -310,9 +310,9 @@ def test_a_save_leaves_its_owner_lock_only_while_it_runs(tmp_path):
     """What a save's work folder holds while it runs: the OWNER file, locked
     by the saving process, which no other process can take."""
     g, v, fill, assign, saver, init = _graph()
-    from bridge.train import saver as saver_module
+    from bridge.train import checkpoint_commit
     seen = []
-    real = saver_module._sync_files
+    real = checkpoint_commit._sync_files
 
     def look(work):
         probe = subprocess.run([sys.executable, "-c", "import sys; from bridge.train import work_owner; "
@@ -323,10 +323,10 @@ def test_a_save_leaves_its_owner_lock_only_while_it_runs(tmp_path):
 
     with bridge.Session(g) as sess:
         sess.run(init)
-        saver_module._sync_files = look
+        checkpoint_commit._sync_files = look
         try:
             saver.save(sess, tmp_path / "model")
         finally:
-            saver_module._sync_files = real
+            checkpoint_commit._sync_files = real
     assert seen == [([work_owner.OWNER, "ckpt.data-00000-of-00001", "ckpt.index"], work_owner.ALIVE, "")]
     assert _leftovers(tmp_path) == []
