@@ -228,3 +228,28 @@ def test_a_double_default_below_float32s_range_is_allowed():
     assert [a.default for a in spec.attrs] == [1e-300, 0.5]
     with pytest.raises(customop.SpecError, match="expected a number TensorFlow's 32-bit float attributes can hold"):
         customop.parse("Op\ndouble x(2)\ndouble y(2) -> output\n@attr float f = 1e-300\n")
+
+
+def test_the_float_attribute_is_what_stock_tensorflow_writes_for_the_same_float(op, oracle):
+    """The float half of the carrier, against stock TF: for each value, TF's
+    own LeakyRelu with ``alpha=v`` (a float attribute, built by the
+    import_check oracle) holds the same 32 bits as the bridge's ``r`` for
+    ``r=v`` (1e300 an infinity in both), so what TF's tools show of a bridge
+    graph is what TF would have written; ``r_f64bits`` holds the double.
+    NaNs: both NaN (TF keeps part of the payload in the 32 bits, the bridge
+    float32's quiet NaN; the payload travels in the bits)."""
+    _, _, fn = op
+    g = bridge.Graph()
+    with g.as_default():
+        x = bridge.placeholder(bridge.float64, [2], name="x")
+        nodes = [fn(x, r=v, s=1.0).op for v in ALL]
+    build = [{"op": "Placeholder", "id": "x", "attrs": {"dtype": np.float32, "shape": [2]}}]
+    build += [{"op": "LeakyRelu", "id": f"l{i}", "inputs": ["x"], "attrs": {"alpha": v}} for i, v in enumerate(ALL)]
+    answer = oracle("import_check", {"build": build})
+    built, ids = {node["name"]: node for node in answer["built"]}, answer["ids"]
+    tf_alpha = [built[ids[f"l{i}"]]["attrs"]["alpha"] for i in range(len(ALL))]
+
+    def as32(f: float):
+        return "nan" if math.isnan(f) else struct.pack("<f", f)
+    assert [as32(n.get_attr("r")) for n in nodes] == [as32(a) for a in tf_alpha]
+    assert [n.get_attr("r_f64bits") for n in nodes] == _as_bits(ALL)
