@@ -510,4 +510,70 @@ function sweep(TFBridge; not_applicable = NOT_APPLICABLE, verbose = false)
             uncovered = uncovered, holes = holes, refused_reads = refused_reads, stale = stale)
 end
 
+# --- Base -------------------------------------------------------------------------
+
+struct GenericArray{T,N} <: AbstractArray{T,N} end   # stands for any AbstractArray without storage
+
+"""
+The methods of Base's exported functions ending in `!` that take an array by
+its storage: a position a ReadOnlyArray fits and a generic AbstractArray
+does not (DenseArray, StridedArray, ...).  Only those could write an input
+through its pointer; every other method a read-only input reaches takes it
+as an AbstractArray and writes through `setindex!`, which refuses it.
+"""
+function base_storage_methods(TFBridge)
+    out = String[]
+    for name in names(Base)
+        endswith(string(name), "!") || continue
+        f = getfield(Base, name)
+        f isa Function || continue
+        for m in methods(f)
+            m.module === TFBridge && continue   # the bridge's own refusals
+            ps = params(m)
+            any(Base.isvarargtype, ps) && continue
+            fits(i, N) = typeintersect(TFBridge.ReadOnlyArray{Float64,N}, position_type(m, i)) !== Union{} &&
+                         typeintersect(GenericArray{Float64,N}, position_type(m, i)) === Union{}
+            any(i -> fits(i, 1) || fits(i, 2), 1:length(ps)) && push!(out, signature(m))
+        end
+    end
+    return sort(out)
+end
+
+"""
+Each of them (`signature` => a call with a read-only array where it takes
+storage, and why it only reads there), called: the read-only memory must be
+unchanged and the call must run.  A method not listed is reported, so a new
+Julia version's storage method is looked at before inputs reach it.
+"""
+const BASE_STORAGE = Dict{String,Tuple{Function,String}}(
+    "permutedims!(P, B, perm) at multidimensional.jl:1396" =>
+        (ro -> permutedims!(zeros(N, N), ro(reshape(collect(1.0:N*N), N, N)), (2, 1)),
+         "the destination P is an Array; B, the strided array it takes, is read"),
+    "setindex!(B, X, J0) at multidimensional.jl:1250" =>
+        (ro -> setindex!(falses(N), ro([true, false, true]), 1:N),
+         "the destination B is a BitArray; X, the strided array it takes, is read"))
+
+"""(unlisted storage methods, listed ones that no longer exist, problems of the listed calls)."""
+function base_check(TFBridge)
+    found = base_storage_methods(TFBridge)
+    unlisted = [s for s in found if !haskey(BASE_STORAGE, s)]
+    stale = [s for s in keys(BASE_STORAGE) if !(s in found)]
+    problems = String[]
+    for (sig, (call, _)) in BASE_STORAGE
+        sig in found || continue
+        made = Array[]
+        ro = A -> (push!(made, A); TFBridge.ReadOnlyArray(A, :input))
+        try
+            call(ro)
+        catch e
+            push!(problems, "$sig: a read refused: $(first(sprint(showerror, e), 300))")
+        end
+        # Compare with the arrays as the call builds them again (given it copies of them this time).
+        again = Array[]
+        try call(A -> (push!(again, A); TFBridge.ReadOnlyArray(copy(A), :input))) catch end
+        all(made .== again) || push!(problems, "$sig: the read-only memory was written")
+    end
+    return unlisted, stale, problems
+end
+
 end # module ReadOnlyMethods

@@ -11,7 +11,10 @@ array argument over read-only memory (TFBridge.ReadOnlyArray, as inputs
 arrive): that memory must stay unchanged, a write must be refused, a read must
 not be.  A method it finds no arguments for fails the test unless
 NOT_APPLICABLE there says why, so a new Julia or LinearAlgebra version cannot
-bring an unguarded method silently.
+bring an unguarded method silently.  Base's exported functions ending in
+`!` are checked from `methods(...)` too: the few methods that take an input by
+its storage (the pointer) rather than as an AbstractArray (`setindex!`, which
+refuses) are listed with a call each (BASE_STORAGE there).
 
 It runs in a `julia` child process with TFBridge.jl included (no TensorFlow:
 the guards are Julia's), with a time limit, since a write through a pointer
@@ -35,7 +38,9 @@ include(ARGS[1])
 include(ARGS[2])
 r = ReadOnlyMethods.sweep(TFBridge)
 println("COUNTS ", r.methods, " ", r.covered, " ", r.not_applicable, " ", r.positions)
-for (kind, items) in (("UNCOVERED", r.uncovered), ("HOLE", r.holes), ("READ", r.refused_reads), ("STALE", r.stale))
+unlisted, stale, problems = ReadOnlyMethods.base_check(TFBridge)
+for (kind, items) in (("UNCOVERED", r.uncovered), ("HOLE", r.holes), ("READ", r.refused_reads), ("STALE", r.stale),
+                      ("BASE_UNLISTED", unlisted), ("BASE_STALE", stale), ("BASE_PROBLEM", problems))
     foreach(x -> println(kind, " ", replace(x, "\n" => " ")), items)
 end
 """
@@ -53,7 +58,7 @@ def sweep(tmp_path_factory):
     lines = done.stdout.splitlines()
     (counts,) = [line.split()[1:] for line in lines if line.startswith("COUNTS ")]
     found = {kind: [line[len(kind) + 1:] for line in lines if line.startswith(kind + " ")]
-             for kind in ("UNCOVERED", "HOLE", "READ", "STALE")}
+             for kind in ("UNCOVERED", "HOLE", "READ", "STALE", "BASE_UNLISTED", "BASE_STALE", "BASE_PROBLEM")}
     methods, covered, not_applicable, positions = map(int, counts)
     print(f"swept {methods} methods in {time.monotonic() - start:.0f} s: {covered} covered "
           f"({positions} read-only calls), {not_applicable} not applicable")
@@ -74,3 +79,15 @@ def test_every_method_is_covered_or_says_why_not(sweep):
     assert sweep["STALE"] == []
     # The sweep is real: most methods ran, and it reaches the issue's functions' many methods.
     assert sweep["methods"] >= 600 and sweep["covered"] >= 0.8 * sweep["methods"], sweep
+
+
+def test_no_method_of_bases_mutating_functions_writes_an_input_by_its_storage(sweep):
+    """Base's exported functions ending in `!` (from `methods(...)` too):
+    a method that takes a read-only input as an AbstractArray writes it
+    through `setindex!`, which refuses; the few that take it by its storage
+    (DenseArray, StridedArray: the pointer) are listed in BASE_STORAGE of
+    readonly_methods.jl with a call each, which must run and leave the
+    memory unchanged.  A new one fails here until it is looked at."""
+    assert sweep["BASE_UNLISTED"] == []
+    assert sweep["BASE_STALE"] == []
+    assert sweep["BASE_PROBLEM"] == []
