@@ -109,7 +109,7 @@ def _received(sess, x, ys, grads) -> tuple[list, list]:
 
 def test_double_attributes_arrive_bit_equal_in_the_function_and_its_gradient(op):
     _, _, fn = op
-    pairs = list(zip(ALL, ALL[1:] + ALL[:1]))
+    pairs = list(zip(ALL, ALL[1:] + ALL[:1], strict=True))
     g, x, ys, grads = _graph(fn, pairs)
     expected = [_as_bits(p) for p in pairs]
     with bridge.Session(g) as sess:
@@ -120,7 +120,7 @@ def test_double_attributes_arrive_bit_equal_in_the_function_and_its_gradient(op)
 
 def test_a_graphdef_round_trip_keeps_them_exact(op):
     _, _, fn = op
-    pairs = list(zip(ALL, reversed(ALL)))
+    pairs = list(zip(ALL, reversed(ALL), strict=True))
     g, x, ys, grads = _graph(fn, pairs)
     g2 = bridge.Graph()
     g2.import_graph_def(g.as_graph_def())
