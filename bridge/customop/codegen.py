@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 import jinja2
 
 from bridge.platform import paths
+from bridge.framework import double_attrs
 from bridge.julia import contract
 from .model import Arg, Attr, Expr, OpSpec
 from .analysis import (differentiable_types, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic,
@@ -139,12 +140,23 @@ class AttrView:
     cxx_type: str
     julia_type: str
     default: Optional[str]    # as the user wrote it, for comments
+    bits_decl: str = ""       # carrier "float+bits": "alpha_f64bits: int = 4602678819172646912"
+
+    @property
+    def tf_decls(self) -> list[str]:
+        """Its REGISTER_OP attributes: one, or a double's float and bits (contract's AttrType.carrier)."""
+        return [self.tf_decl] + ([self.bits_decl] if self.bits_decl else [])
+
+    @property
+    def cxx_read(self) -> str:
+        """The kernel constructor's status expression reading it into its member."""
+        if self.bits_decl:
+            return f'DoubleAttr(ctx, "{self.name}", "{double_attrs.bits_name(self.name)}", &{self.name}_)'
+        return f'ctx->GetAttr("{self.name}", &{self.name}_)'
 
     @property
     def cxx_value(self) -> str:
-        """CallFrame::Attr's arguments (the contract's AttrType.frame_args).  TF
-        has only 32-bit float attributes: a double one is passed on as
-        Float64, the type the spec promised Julia."""
+        """CallFrame::Attr's arguments (the contract's AttrType.frame_args)."""
         return self.dtype.attr.frame_args.format(member=f"{self.name}_")
 
 
@@ -202,10 +214,21 @@ def _attr_view(attr: Attr, sizes_dim: bool) -> AttrView:
             default = '\\"' + str(attr.default) + '\\"'
         else:
             default = repr(attr.default)
-        decl += f" = {default}"
+        # A double's float attribute holds it rounded to 32 bits: written so that TF reads back that float.
+        decl += f" = {_float32_text(attr.default) if dtype.attr.carrier == 'float+bits' else default}"
         if dtype.kind == "string":
             default = '"' + str(attr.default) + '"'
-    return AttrView(attr.name, attr.dtype, decl, dtype.attr.cxx, dtype.julia, default)
+    bits = ""
+    if dtype.attr.carrier == "float+bits":
+        bits = f"{double_attrs.bits_name(attr.name)}: int = {double_attrs.default_bits(attr.default)}"
+    return AttrView(attr.name, attr.dtype, decl, dtype.attr.cxx, dtype.julia, default, bits)
+
+
+def _float32_text(value: float) -> str:
+    """The shortest decimal that TensorFlow's float parser reads as ``value``
+    rounded to 32 bits (double_attrs.encode's float: inf where it overflows)."""
+    import numpy as np
+    return str(np.float32(double_attrs.encode(value)[0]))
 
 
 class _Builder:
@@ -299,6 +322,7 @@ class _Builder:
             "attrs": attrs,
             "bound": bound,
             "attr_dims": any(b.attr for b in bound),
+            "double_attrs": any(a.bits_decl for a in attrs),
             "checks": checks,
             "size_checks": any(c.dim.kind != "bound" for c in checks),
             "free": free,

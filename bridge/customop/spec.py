@@ -46,7 +46,8 @@ keep the generated code valid: sizes and integer literals fit in int64,
 expressions have at most ``MAX_EXPR_TOKENS`` tokens nested at most
 ``MAX_EXPR_DEPTH`` deep, op names have at most ``MAX_OP_NAME`` characters
 (they name files) and other names ``MAX_NAME``, float defaults fit in
-TensorFlow's 32-bit float attributes, Julia function and module names are
+TensorFlow's 32-bit float attributes (double ones are finite: they travel
+exactly, as bridge.framework.double_attrs says), Julia function and module names are
 valid Julia names, and no name breaks the generated code it becomes an
 identifier of (``reserved.reserved_reason``: C++ and Julia keywords, macros of the
 kernel's headers, the kernel's own names).
@@ -66,10 +67,13 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import math
 import re
+import sys
 from pathlib import Path
 from typing import Iterator, Union
 
+from bridge.framework import double_attrs
 from bridge.julia import contract
 from .model import Arg, Attr, Dim, Expr, OpSpec
 # The parser's parts, each in its module; their names stay importable from here.
@@ -367,8 +371,12 @@ class _Parser:
             if not re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
                 raise bad("a number such as 0.5 or 1e-3")
             value = float(text)
-            # TensorFlow keeps float attributes, double ones too, in 32 bits:
-            # refuse what would become inf, or a subnormal or 0.
+            if contract.by_spec(dtype).attr.carrier == "float+bits":  # exact in 64 bits (double_attrs)
+                if not math.isfinite(value):
+                    raise bad(f"a number a double can hold (a magnitude up to {sys.float_info.max:.8g})")
+                return value
+            # TensorFlow keeps float attributes in 32 bits: refuse what would
+            # become inf, or a subnormal or 0.
             if value != 0 and not _FLOAT32_MIN_NORMAL <= abs(value) <= _FLOAT32_MAX:
                 raise bad(f"a number TensorFlow's 32-bit float attributes can hold (0, or a "
                           f"magnitude between {_FLOAT32_MIN_NORMAL:.8g} and {_FLOAT32_MAX:.8g})")
@@ -474,6 +482,8 @@ class _Parser:
                     derived[f"{arg.name}_{axis}"] = f"dimension {axis} of '{arg.name}'"
         for attr in spec.attrs:
             derived[f"{attr.name}_"] = f"attribute '{attr.name}'"
+            if attr.dtype.attr.carrier == "float+bits":  # a TensorFlow attribute of its own, beside the float one
+                derived[double_attrs.bits_name(attr.name)] = f"the bits of double attribute '{attr.name}'"
         user: dict[str, int] = {a.name: a.line for a in spec.inputs + spec.outputs + spec.attrs}
         for arg in spec.inputs + spec.outputs:
             for dim in arg.shape:

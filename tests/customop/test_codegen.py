@@ -97,8 +97,10 @@ def test_no_gradient_op_without_float_arguments():
 
 def test_attrs_map_to_tf_attrs():
     cc = codegen.kernel_source(_spec("TwoLayer"))
-    assert '.Attr("alpha: float = 0.5")' in cc      # TF attrs are 32-bit floats...
-    assert "frame->Attr(alpha_, tfjl::DType::Float64);" in cc  # ...Julia gets a Float64
+    assert '.Attr("alpha: float = 0.5")' in cc      # TF's float attrs are 32-bit...
+    assert '.Attr("alpha_f64bits: int = 4602678819172646912")' in cc  # ...the double's bits beside it
+    assert 'OP_REQUIRES_OK(ctx, DoubleAttr(ctx, "alpha", "alpha_f64bits", &alpha_));' in cc
+    assert "frame->Attr(alpha_, tfjl::DType::Float64);" in cc  # ...Julia gets the Float64
     assert '.Attr("k: int >= 0 = 2")' in cc         # sizes a dimension: never negative
     assert '.Attr("relu: bool = true")' in cc
     assert '.Attr("mode: string = \\"fast\\"")' in cc
