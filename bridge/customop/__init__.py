@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from . import checks, environment, fortran
+from . import checks, environment, forwarddiff, fortran
 from .checks import DynamicOutputWarning, JuliaFunctionError, MissingBackwardWarning
 from .build import SPEC_FILE, BuildError, build, build_spec, cache_key
 from .codegen import entries, entries_file_name, julia_file_name, julia_stub, scaffold_spec
@@ -174,6 +174,8 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     # load path, and the packages its file imports are looked up, before any
     # of its code runs: a missing one refuses the load.
     environment.use(spec.name, directory, source)
+    if spec.gradient:  # @gradient forwarddiff: ForwardDiff must load (bridge/customop/forwarddiff.py)
+        forwarddiff.require(spec, directory)
     try:
         julia.include(source)
     except julia.JuliaError as exc:
@@ -184,10 +186,14 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
         raise
     if check_functions:
         checks.check_functions(spec, source)
+    if spec.gradient:
+        forwarddiff.define(spec, library.parent / forwarddiff.gradient_file_name(spec))
+        if check_functions:
+            forwarddiff.check(spec)
     module = bridge.load_op_library(library)
     _describe(spec, directory)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
-        _register_gradient(spec.name)
+        _register_gradient(spec.name, module)
     if compiled is not None:
         _register_entries(*compiled)
     return module
@@ -246,7 +252,7 @@ def _load_library(spec: OpSpec, library: Path, directory: Path) -> types.ModuleT
     module = bridge.load_op_library(library)
     _describe(spec, directory)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
-        _register_gradient(spec.name)
+        _register_gradient(spec.name, module)
     return module
 
 
@@ -346,11 +352,15 @@ def _check_names_are_free(spec: OpSpec, library: Path) -> None:
                             f"{op_type} (built in, or from another loaded library); rename the op")
 
 
-def _register_gradient(op_type: str) -> None:
-    """Differentiate the op with <Op>Grad, when bridge has symbolic gradients.
+def _register_gradient(op_type: str, module: types.ModuleType) -> None:
+    """Differentiate the op with <Op>Grad, when bridge has symbolic gradients,
+    and <Op>Grad with <Op>GradGrad where the library has one (@gradient
+    forwarddiff).
 
     <Op>Grad takes the gradients of the float outputs, then every output, then
     every input, and the op's attributes; it returns one gradient per float
     input (bridge.grad.register_custom_op_gradient follows the same order)."""
-    from bridge.grad import register_custom_op_gradient
+    from bridge.grad import register_custom_op_gradient, register_custom_op_second_gradient
     register_custom_op_gradient(op_type)
+    if f"{op_type}GradGrad" in module.OP_TYPES.values():
+        register_custom_op_second_gradient(op_type)

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Union
 from bridge.julia import buildtools, runtime as julia_runtime
 from bridge.platform import cache
 from bridge.platform.paths import OP_BUILD_DIR, OP_SPEC_FILE
-from . import checks, codegen, fortran, pch, toolchain
+from . import checks, codegen, forwarddiff, fortran, pch, toolchain
 from .model import OpSpec
 from .spec import SpecError, op_types, parse_file
 
@@ -54,6 +54,8 @@ def cache_key(spec: OpSpec) -> str:
     for path in codegen.template_files():
         key.add_file(path, "template " + path.name)
     key.add_modules(codegen.__name__)  # the generator and every bridge module it reads
+    if spec.gradient:  # @gradient forwarddiff: <Op>_gradient.jl's generator too
+        key.add_modules(forwarddiff.__name__)
     tf = toolchain.tensorflow()
     julia = toolchain.julia()
     key.add(tf.fingerprint, *tf.definitions, f"julia {julia.version}", f"runtime {julia.runtime_hash}")
@@ -201,6 +203,9 @@ def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
     entries = codegen.entries_source(spec)
     if entries is not None:
         (work / codegen.entries_file_name(spec)).write_text(entries)
+    gradient = forwarddiff.gradient_source(spec)
+    if gradient is not None:  # @gradient forwarddiff: the functions of <Op>Grad and <Op>GradGrad
+        (work / forwarddiff.gradient_file_name(spec)).write_text(gradient)
 
     try:
         tf = toolchain.tensorflow()
