@@ -85,10 +85,6 @@ def resolve_language(spec: OpSpec, directory: Path) -> OpSpec:
     return spec
 
 
-def is_fortran(spec: OpSpec) -> bool:
-    return spec.language == "fortran"
-
-
 def size_subroutine(spec: OpSpec) -> str:
     """The name of the subroutine that sizes the dynamic outputs: ``<forward>_size``."""
     return f"{spec.forward}_size"
