@@ -26,7 +26,7 @@ from typing import Sequence, Union
 
 from . import environment, fortran, loading
 from .checks import DynamicOutputWarning, JuliaFunctionError, MissingBackwardWarning
-from .build import SPEC_FILE, BuildError, build, build_checked, cache_key, read
+from .build import SPEC_FILE, BuildError, build, cache_key, read
 from .codegen import julia_file_name, julia_stub, scaffold_spec
 from .model import Arg, Attr, Expr, OpSpec
 from .environment import JuliaPackageError
@@ -145,7 +145,7 @@ def load(directory: Union[str, Path], check_functions: bool = True) -> types.Mod
     spec, language = read(directory)
     loading.check_not_loaded_from_elsewhere(spec, directory, language.cache_key)
     checked = language.before_compiling(spec, directory)
-    library = build_checked(directory, spec, language)
+    library = build(directory, spec=spec)
     return language.load(spec, library, directory, check_functions, checked)
 
 
@@ -158,4 +158,4 @@ def declare(directory: Union[str, Path]) -> types.ModuleType:
     cluster.  Returns the module of op functions, as :func:`load`."""
     directory = Path(directory).resolve()
     spec, language = read(directory)
-    return language.declare(spec, build_checked(directory, spec, language), directory)
+    return language.declare(spec, build(directory, spec=spec), directory)

@@ -35,7 +35,7 @@ from .model import OpSpec
 from .spec import SpecError, op_types
 from .toolchain import ToolchainError
 
-__all__ = ["SPEC_FILE", "BuildError", "build", "read", "build_checked", "cache_key", "library_name",
+__all__ = ["SPEC_FILE", "BuildError", "build", "read", "cache_key", "library_name",
            "check_not_built_in", "prune", "KEEP_BUILDS"]
 
 SPEC_FILE = OP_SPEC_FILE
@@ -53,16 +53,19 @@ def cache_key(spec: OpSpec) -> str:
     return languages.of(spec).cache_key(spec)
 
 
-def build(directory: Union[str, Path], progress: Optional[Progress] = None) -> Path:
+def build(directory: Union[str, Path], progress: Optional[Progress] = None, *,
+          spec: Optional[OpSpec] = None) -> Path:
     """Build (or find cached) the op of ``<directory>/custom_op.txt``; return lib<Op>.so.
 
     Progress lines go to stderr unless ``progress`` is given.  Raises SpecError
     for a bad spec, or an op name TensorFlow has built in (nothing is written
-    then), and BuildError when cmake or the compiler fails.
+    then), and BuildError when cmake or the compiler fails.  ``spec``: what
+    :func:`read` gave for ``directory`` (``customop.load`` read it already).
     """
     directory = Path(directory).resolve()
-    spec, language = read(directory)
-    return build_checked(directory, spec, language, progress)
+    if spec is None:
+        spec, _ = read(directory)
+    return _build_parsed(directory, spec, progress)
 
 
 def read(directory: Path) -> tuple[OpSpec, Language]:
@@ -74,8 +77,10 @@ def read(directory: Path) -> tuple[OpSpec, Language]:
     return spec, language
 
 
-def build_checked(directory: Path, spec: OpSpec, language: Language, progress: Optional[Progress] = None) -> Path:
-    """:func:`build` of ``spec``, which :func:`read` gave for ``directory``."""
+def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -> Path:
+    """:func:`build` of ``spec``, which :func:`read` gave for ``directory``
+    (its language decided: ``language.of(spec)`` is the one it read)."""
+    language = languages.of(spec)
     report = progress or _stderr_progress
     try:
         key = language.cache_key(spec)
