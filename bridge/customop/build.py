@@ -112,7 +112,7 @@ def _build_parsed(directory: Path, spec: OpSpec, progress: Optional[Progress]) -
             language.announce(spec)
             started = time.monotonic()
             with cache.staged_dir(final, failed=root / f"{key}.failed", failure=BuildError) as work:
-                language.build_in(spec, work, report)
+                _build_in(spec, work, report)
             report(f"building {spec.name}: done in {time.monotonic() - started:.1f} s -> {library}")
             prune(root, keep=key)
     language.found(final)
@@ -146,3 +146,9 @@ def prune(root: Path, keep: str) -> None:
     temporary folders of killed builds (``bridge.platform.cache.prune``)."""
     cache.prune(root, keep, KEEP_BUILDS, is_entry=lambda p: len(p.name) == _KEY_LENGTH
                 and all(c in "0123456789abcdef" for c in p.name))
+
+
+def _build_in(spec: OpSpec, work: Path, report: Progress) -> None:
+    """Generate the sources into ``work`` and compile lib<Op>.so there: the
+    spec's language's steps (``julia_build.build_in``, ``fortran.build_in``)."""
+    languages.of(spec).build_in(spec, work, report)
