@@ -6,8 +6,11 @@
 #
 # The plan has one item a line: `environment <dir>` (an op folder's own
 # environment, stacked as customop.load does), `package <uuid> <name>` (loaded
-# into the image) and `statements <file>` (precompile statements traced with
-# --trace-compile from a run of the ops).  The ops' Julia files are not
+# into the image), `include <file>` (a module of julia/ that customop.load
+# includes into TFBridge, ForwardDiffGradients.jl for `@gradient forwarddiff`:
+# built in, it keeps its compiled code, and load finds it there) and
+# `statements <file>` (precompile statements traced with --trace-compile from
+# a run of the ops).  The ops' Julia files are not
 # included here: customop.load includes them at every load, which defines
 # their functions (and closures) anew, so only code that does not mention
 # them (the packages', Base's and TFBridge's, for the argument types the run
@@ -32,6 +35,10 @@ for item in PLAN
         uuid, name = split(item[2], ' '; limit = 2)
         Base.require(Base.PkgId(Base.UUID(uuid), String(name)))
     end
+end
+
+for item in PLAN
+    item[1] == "include" && Base.include(Main.TFBridge, String(item[2]))
 end
 
 let compiled = 0, skipped = 0

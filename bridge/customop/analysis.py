@@ -10,7 +10,8 @@ from bridge.julia import contract
 from .model import Arg, Attr, Expr, OpSpec
 
 __all__ = ["DimBinding", "dim_bindings", "sizes_dimensions", "is_dynamic", "is_differentiable",
-           "differentiable_types", "grad_inputs", "grad_outputs", "has_gradient", "op_types"]
+           "differentiable_types", "grad_inputs", "grad_outputs", "has_gradient", "op_types", "FORWARDDIFF_MODULE",
+           "generated_backward", "second_backward"]
 
 @dataclass(frozen=True)
 class DimBinding:
@@ -83,5 +84,25 @@ def has_gradient(spec: OpSpec) -> bool:
 
 
 def op_types(spec: OpSpec) -> tuple[str, ...]:
-    """The op types the op's library registers: the op, and <Op>Grad when it has a gradient."""
-    return (spec.name, f"{spec.name}Grad") if has_gradient(spec) else (spec.name,)
+    """The op types the op's library registers: the op, <Op>Grad when it has a gradient, and
+    <Op>GradGrad, the gradient op of <Op>Grad, when that comes from ForwardDiff (@gradient)."""
+    if not has_gradient(spec):
+        return (spec.name,)
+    if spec.gradient:
+        return spec.name, f"{spec.name}Grad", f"{spec.name}GradGrad"
+    return spec.name, f"{spec.name}Grad"
+
+
+#: The module of the functions <Op>Grad and <Op>GradGrad call for an op with
+#: ``@gradient forwarddiff`` (julia/ForwardDiffGradients.jl, included into TFBridge).
+FORWARDDIFF_MODULE = "TFBridge.ForwardDiffGradients"
+
+
+def generated_backward(op: str) -> str:
+    """The Julia function <Op>Grad calls for an op with ``@gradient forwarddiff``."""
+    return f"{FORWARDDIFF_MODULE}.{op}Grad"
+
+
+def second_backward(spec: OpSpec) -> str:
+    """The Julia function <Op>GradGrad calls (an op with ``@gradient forwarddiff``)."""
+    return f"{FORWARDDIFF_MODULE}.{spec.name}GradGrad"

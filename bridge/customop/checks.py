@@ -91,7 +91,7 @@ def check_functions(spec: OpSpec, source: Path) -> None:
     from bridge import julia
 
     roles = [("forward", spec.forward, forward_parameters(spec))]
-    if has_gradient(spec):
+    if has_gradient(spec) and not spec.gradient:  # @gradient forwarddiff: the bridge writes it (forwarddiff.py)
         roles.append(("backward", spec.backward, backward_parameters(spec)))
     for role, name, params in roles:
         problem = julia.call("TFBridge.check_function", str(source), name, role, len(params), ", ".join(params),

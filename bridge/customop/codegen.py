@@ -16,10 +16,11 @@ from typing import Optional, Sequence
 import jinja2
 
 from bridge.platform import paths
+from bridge.framework import double_attrs
 from bridge.julia import contract
 from .model import Arg, Attr, Expr, OpSpec
 from .analysis import (differentiable_types, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_dynamic,
-                       sizes_dimensions)
+                       second_backward, sizes_dimensions)
 from .dims import Num, dim_names, divisors, evaluate, parse_expr, render_expr
 from .spec import snake_case
 
@@ -139,12 +140,23 @@ class AttrView:
     cxx_type: str
     julia_type: str
     default: Optional[str]    # as the user wrote it, for comments
+    bits_decl: str = ""       # carrier "float+bits": "alpha_f64bits: int = 4602678819172646912"
+
+    @property
+    def tf_decls(self) -> list[str]:
+        """Its REGISTER_OP attributes: one, or a double's float and bits (contract's AttrType.carrier)."""
+        return [self.tf_decl] + ([self.bits_decl] if self.bits_decl else [])
+
+    @property
+    def cxx_read(self) -> str:
+        """The kernel constructor's status expression reading it into its member."""
+        if self.bits_decl:
+            return f'DoubleAttr(ctx, "{self.name}", "{double_attrs.bits_name(self.name)}", &{self.name}_)'
+        return f'ctx->GetAttr("{self.name}", &{self.name}_)'
 
     @property
     def cxx_value(self) -> str:
-        """CallFrame::Attr's arguments (the contract's AttrType.frame_args).  TF
-        has only 32-bit float attributes: a double one is passed on as
-        Float64, the type the spec promised Julia."""
+        """CallFrame::Attr's arguments (the contract's AttrType.frame_args)."""
         return self.dtype.attr.frame_args.format(member=f"{self.name}_")
 
 
@@ -202,10 +214,21 @@ def _attr_view(attr: Attr, sizes_dim: bool) -> AttrView:
             default = '\\"' + str(attr.default) + '\\"'
         else:
             default = repr(attr.default)
-        decl += f" = {default}"
+        # A double's float attribute holds it rounded to 32 bits: written so that TF reads back that float.
+        decl += f" = {_float32_text(attr.default) if dtype.attr.carrier == 'float+bits' else default}"
         if dtype.kind == "string":
             default = '"' + str(attr.default) + '"'
-    return AttrView(attr.name, attr.dtype, decl, dtype.attr.cxx, dtype.julia, default)
+    bits = ""
+    if dtype.attr.carrier == "float+bits":
+        bits = f"{double_attrs.bits_name(attr.name)}: int = {double_attrs.default_bits(attr.default)}"
+    return AttrView(attr.name, attr.dtype, decl, dtype.attr.cxx, dtype.julia, default, bits)
+
+
+def _float32_text(value: float) -> str:
+    """The shortest decimal that TensorFlow's float parser reads as ``value``
+    rounded to 32 bits (double_attrs.encode's float: inf where it overflows)."""
+    import numpy as np
+    return str(np.float32(double_attrs.encode(value)[0]))
 
 
 class _Builder:
@@ -281,6 +304,7 @@ class _Builder:
         # Before the gradient context: its views must not add dimension functions.
         functions = list(self.functions)
         grad = self.grad_context() if has_gradient(spec) else None
+        second = self.second_grad_context() if grad and spec.gradient else None
         return {
             "spec": spec,
             "op": spec.name,
@@ -298,12 +322,15 @@ class _Builder:
             "attrs": attrs,
             "bound": bound,
             "attr_dims": any(b.attr for b in bound),
+            "double_attrs": any(a.bits_decl for a in attrs),
             "checks": checks,
             "size_checks": any(c.dim.kind != "bound" for c in checks),
             "free": free,
             "dim_functions": functions,
             "uses_floordiv": self.uses_floordiv,
             "grad": grad,
+            "second_grad": second,
+            "second_backward": second_backward(spec) if second else "",
             "differentiable_types": differentiable_types(),
         }
 
@@ -351,6 +378,29 @@ class _Builder:
             op_outputs.append(v)
         return {"op": f"{spec.name}Grad", "inputs": op_inputs, "outputs": op_outputs,
                 "incoming": incoming}
+
+    def second_grad_context(self) -> dict:
+        """<Op>GradGrad (@gradient forwarddiff), laid out as grad_context's:
+        inputs grad_grad_<float input>..., grad_<float output>..., outputs...,
+        inputs...; outputs grad_grad_<float output>... and grad2_<float
+        input>..., each shaped like the forward argument it names."""
+        spec = self.spec
+
+        def named(a: Arg, name: str, index: int = 0) -> ArgView:
+            v = self.arg_view(a, index, "grad")
+            v.name, v.like = name, a.name
+            return v
+        incoming = ([named(a, f"grad_grad_{a.name}") for a in grad_inputs(spec)]
+                    + [named(a, f"grad_{a.name}") for a in grad_outputs(spec)])
+        op_inputs = incoming + [self.arg_view(a, 0, "grad") for a in spec.outputs + spec.inputs]
+        for i, v in enumerate(op_inputs):
+            v.index = i
+        where = {id(a): len(incoming) + i for i, a in enumerate(spec.outputs + spec.inputs)}  # by identity
+        mirrored = [("grad_grad_", a) for a in grad_outputs(spec)] + [("grad2_", a) for a in grad_inputs(spec)]
+        op_outputs = [named(a, prefix + a.name, k) for k, (prefix, a) in enumerate(mirrored)]
+        for v, (_, a) in zip(op_outputs, mirrored):
+            v.like_index = where[id(a)]
+        return {"op": f"{spec.name}GradGrad", "inputs": op_inputs, "outputs": op_outputs, "incoming": incoming}
 
 
 def context(spec: OpSpec) -> dict:
@@ -424,14 +474,15 @@ def julia_stub(spec: OpSpec, forward_body: Optional[list[str]] = None,
     body lists what to compute and raises an error naming the function."""
     ctx = context(spec)
     outputs, inputs, attrs, grad = ctx["outputs"], ctx["inputs"], ctx["attrs"], ctx["grad"]
-    functions = [("forward", spec.forward)] + ([("backward", spec.backward)] if grad else [])
+    with_backward = grad and not spec.gradient  # @gradient forwarddiff: the bridge writes it
+    functions = [("forward", spec.forward)] + ([("backward", spec.backward)] if with_backward else [])
     fwd = ([(a.name, "output", a.julia_doc("output")) for a in outputs]
            + [(a.name, "input", a.julia_doc("input")) for a in inputs]
            + [(t.name, "attribute", _attr_doc(t)) for t in attrs])
     extra = {"fwd_args": [r[0] for r in fwd], "fwd_doc": _doc_lines(fwd),
              "forward_body": forward_body, "backward_body": backward_body,
              "stub_items": _stub_items(functions)}
-    if grad:
+    if with_backward:
         bwd = ([(g.name, f"gradient of input {g.like}", g.gradient_doc) for g in grad["outputs"]]
                + [(g.name, f"gradient of output {g.like}", g.julia_doc("input"))
                   for g in grad["incoming"]]
@@ -534,6 +585,11 @@ def entries(spec: OpSpec) -> list[Entry]:
         found.append(_entry(grad["op"], spec.backward,
                             [(g, f"gradient of input {g.like}") for g in grad["outputs"]]
                             + [(a, "input") for a in grad["inputs"]], ctx["attrs"]))
+    second = ctx["second_grad"]
+    if second:
+        found.append(_entry(second["op"], ctx["second_backward"],
+                            [(g, f"gradient of {g.like}") for g in second["outputs"]]
+                            + [(a, "input") for a in second["inputs"]], ctx["attrs"]))
     return [e for e in found if e is not None]
 
 
@@ -656,7 +712,7 @@ def scaffold_spec(name: str, fortran_types: Optional[Sequence[str]] = None,
 
 #: The templates whose output goes into a build (the others only scaffold).
 BUILD_TEMPLATES = ("kernel.cc.j2", "op_registration.cc.j2", "kernel_macros.cc.j2", "CMakeLists.txt.j2",
-                   "gradtest.py.j2", "entries.jl.j2")
+                   "gradtest.py.j2", "entries.jl.j2", "second_gradient_op.cc.j2", "forwarddiff.jl.j2")
 
 
 def template_files() -> list[Path]:

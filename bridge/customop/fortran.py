@@ -102,6 +102,10 @@ def check_spec(spec: OpSpec) -> None:
     dimension expression over a size only the size subroutine knows, names
     Fortran cannot take."""
     where = spec.language_line or spec.line
+    if spec.gradient:
+        raise SpecError(spec.path, spec.gradient_line, f"@gradient {spec.gradient} differentiates a Julia forward "
+                                                       "function with dual numbers, which Fortran subroutines cannot "
+                                                       "take: write the backward subroutine (@backward) instead")
     bound = dim_bindings(spec)
     for arg in spec.inputs + spec.outputs:
         if arg.dtype.spec not in KINDS:

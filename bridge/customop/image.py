@@ -49,7 +49,9 @@ let pkgs = String[], files = String[], stdlib = realpath(Sys.STDLIB)
         manifest = Base.project_file_manifest_path(env)
         manifest === nothing || push!(files, manifest)
     end
-    join(sort(pkgs), "\\n") * "\\n--\\n" * join(files, "\\n")
+    # Modules customop.load included into TFBridge (julia/ForwardDiffGradients.jl, for @gradient forwarddiff).
+    modules = isdefined(Main.TFBridge, :ForwardDiffGradients) ? "ForwardDiffGradients.jl" : ""
+    join(sort(pkgs), "\\n") * "\\n--\\n" * join(files, "\\n") * "\\n--\\n" * modules
 end
 """
 
@@ -106,11 +108,12 @@ def _trace(folders: Sequence[Path], work: Path) -> tuple[opimage.Trace, list[str
         raise ImageBuildError(f"the traced run of {', '.join(map(str, folders))} failed (exit {proc.returncode}):\n"
                               f"{proc.stderr[-3000:]}")
     result = json.loads(report.read_text())
-    packages_text, _, files_text = result["report"].partition("\n--\n")
+    packages_text, files_text, modules_text = result["report"].split("\n--\n")
     packages = [tuple(line.split(" ", 2)) for line in packages_text.splitlines() if line]
     if not statements.is_file():
         statements.write_text("")  # nothing compiled: the image still holds the packages
-    return opimage.Trace(statements, packages, [f for f in files_text.splitlines() if f]), result["notes"]
+    return opimage.Trace(statements, packages, [f for f in files_text.splitlines() if f],
+                         [m for m in modules_text.splitlines() if m]), result["notes"]
 
 
 def build_image(folders: Sequence[Union[str, Path]],

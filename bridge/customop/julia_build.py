@@ -14,7 +14,7 @@ from typing import Callable
 from bridge.julia import buildtools, runtime as julia_runtime
 from bridge.platform import cache
 from bridge.platform.paths import OP_SPEC_FILE
-from . import codegen, pch, toolchain
+from . import codegen, forwarddiff, pch, toolchain
 from .errors import BuildError
 from .model import OpSpec
 
@@ -31,6 +31,8 @@ def cache_key(spec: OpSpec) -> str:
     for path in codegen.template_files():
         key.add_file(path, "template " + path.name)
     key.add_modules(codegen.__name__)  # the generator and every bridge module it reads
+    if spec.gradient:  # @gradient forwarddiff: <Op>_gradient.jl's generator too
+        key.add_modules(forwarddiff.__name__)
     tf = toolchain.tensorflow()
     julia = toolchain.julia()
     key.add(tf.fingerprint, *tf.definitions, f"julia {julia.version}", f"runtime {julia.runtime_hash}")
@@ -56,6 +58,9 @@ def build_in(spec: OpSpec, work: Path, report: Callable[[str], None]) -> None:
     entries = codegen.entries_source(spec)
     if entries is not None:
         (work / codegen.entries_file_name(spec)).write_text(entries)
+    gradient = forwarddiff.gradient_source(spec)
+    if gradient is not None:  # @gradient forwarddiff: the functions of <Op>Grad and <Op>GradGrad
+        (work / forwarddiff.gradient_file_name(spec)).write_text(gradient)
 
     try:
         tf = toolchain.tensorflow()

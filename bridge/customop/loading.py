@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from bridge.platform.paths import OP_SPEC_FILE
-from . import checks, environment
+from . import checks, environment, forwarddiff
 from .codegen import entries, entries_file_name
 from .errors import SpecError
 from .model import OpSpec
@@ -68,6 +68,8 @@ def load_julia(spec: OpSpec, library: Path, directory: Path, source: Path, check
     # load path, and the packages its file imports are looked up, before any
     # of its code runs: a missing one refuses the load.
     environment.use(spec.name, directory, source)
+    if spec.gradient:  # @gradient forwarddiff: ForwardDiff must load (bridge/customop/forwarddiff.py)
+        forwarddiff.require(spec, directory)
     try:
         julia.include(source)
     except julia.JuliaError as exc:
@@ -78,10 +80,14 @@ def load_julia(spec: OpSpec, library: Path, directory: Path, source: Path, check
         raise
     if check_functions:
         checks.check_functions(spec, source)
+    if spec.gradient:
+        forwarddiff.define(spec, library.parent / forwarddiff.gradient_file_name(spec))
+        if check_functions:
+            forwarddiff.check(spec)
     module = load_op_library(library)
     _describe(spec, directory, "julia", source)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
-        _register_gradient(spec.name)
+        _register_gradient(spec.name, module)
     if compiled is not None:
         _register_entries(*compiled)
     return module
@@ -95,7 +101,7 @@ def load_library(spec: OpSpec, library: Path, directory: Path, language: str, so
     module = load_op_library(library)
     _describe(spec, directory, language, source)
     if f"{spec.name}Grad" in module.OP_TYPES.values():
-        _register_gradient(spec.name)
+        _register_gradient(spec.name, module)
     return module
 
 
@@ -202,11 +208,15 @@ def check_names_are_free(spec: OpSpec, library: Path) -> None:
                             f"{op_type} (built in, or from another loaded library); rename the op")
 
 
-def _register_gradient(op_type: str) -> None:
-    """Differentiate the op with <Op>Grad, when bridge has symbolic gradients.
+def _register_gradient(op_type: str, module: types.ModuleType) -> None:
+    """Differentiate the op with <Op>Grad, when bridge has symbolic gradients,
+    and <Op>Grad with <Op>GradGrad where the library has one (@gradient
+    forwarddiff).
 
     <Op>Grad takes the gradients of the float outputs, then every output, then
     every input, and the op's attributes; it returns one gradient per float
     input (bridge.grad.register_custom_op_gradient follows the same order)."""
-    from bridge.grad import register_custom_op_gradient
+    from bridge.grad import register_custom_op_gradient, register_custom_op_second_gradient
     register_custom_op_gradient(op_type)
+    if f"{op_type}GradGrad" in module.OP_TYPES.values():
+        register_custom_op_second_gradient(op_type)

@@ -74,3 +74,6 @@ class OpSpec:
     language: str = ""               # "julia" or "fortran" (@language); "" decides by the op folder's
                                      #   files (bridge.customop.fortran.resolve_language)
     language_line: int = 0           # the line of @language, for messages about it
+    gradient: str = ""               # "forwarddiff" (@gradient): the gradient op differentiates the forward
+                                     #   function with ForwardDiff; "": the backward function is the user's
+    gradient_line: int = 0           # the line of @gradient, for messages about it

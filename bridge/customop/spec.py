@@ -13,6 +13,7 @@ The format is ADCME's, with a few extensions::
     @attr double alpha = 0.5      # extension: an op attribute
     @forward two_layer            # extension: the Julia function (default: snake_case(Op))
     @backward two_layer_grad      # extension: its gradient (default: forward + "_grad")
+    @gradient forwarddiff         # extension, instead of @backward: ForwardDiff differentiates the forward
 
 Types: the spec names of the table in bridge/julia/contract.py, ``DTYPES``
 (double, float, int32, int64, bool, string, ...; aliases float64 -> double,
@@ -30,7 +31,10 @@ Extensions over ADCME:
   int32), bool or string; string defaults are double-quoted printable ASCII
   without ``"``, ``\\`` or ``$``;
 * ``@forward julia_fn`` / ``@backward julia_fn``: a function in Main (``f``,
-  ``f!``) or in a module Main reaches (``MyModule.f``, ``A.B.f``).
+  ``f!``) or in a module Main reaches (``MyModule.f``, ``A.B.f``);
+* ``@gradient forwarddiff``: no backward function; the gradient op runs the
+  forward function on ForwardDiff's dual numbers (GRADIENT_MODES,
+  julia/ForwardDiffGradients.jl), and has a gradient op of its own.
 
 An output whose dims cannot all be computed from the inputs' dims and the int
 attributes (a ``?``, or a name no input or attribute binds) is *dynamic*: the
@@ -42,7 +46,8 @@ keep the generated code valid: sizes and integer literals fit in int64,
 expressions have at most ``MAX_EXPR_TOKENS`` tokens nested at most
 ``MAX_EXPR_DEPTH`` deep, op names have at most ``MAX_OP_NAME`` characters
 (they name files) and other names ``MAX_NAME``, float defaults fit in
-TensorFlow's 32-bit float attributes, Julia function and module names are
+TensorFlow's 32-bit float attributes (double ones are finite: they travel
+exactly, as bridge.framework.double_attrs says), Julia function and module names are
 valid Julia names, and no name breaks the generated code it becomes an
 identifier of (``reserved.reserved_reason``: C++ and Julia keywords, macros of the
 kernel's headers, the kernel's own names).
@@ -62,15 +67,18 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import math
 import re
+import sys
 from pathlib import Path
 from typing import Iterator, Union
 
+from bridge.framework import double_attrs
 from bridge.julia import contract
 from .model import Arg, Attr, Dim, Expr, OpSpec
 # The parser's parts, each in its module; their names stay importable from here.
-from .analysis import (DimBinding, dim_bindings, grad_inputs, grad_outputs, has_gradient, is_differentiable,
-                       is_dynamic, op_types, sizes_dimensions)
+from .analysis import (DimBinding, differentiable_types, dim_bindings, generated_backward, grad_inputs,
+                       grad_outputs, has_gradient, is_differentiable, is_dynamic, op_types, sizes_dimensions)
 from .dims import (INT64_MAX, MAX_EXPR_DEPTH, MAX_EXPR_TOKENS, BinOp, ExprError, Name, Node, Num, dim_names,
                    divisors, evaluate, parse_expr, render_expr, to_dim)
 from .errors import SpecError, show
@@ -93,6 +101,7 @@ _DECLARED_TYPES = {"argument": ("type", TYPES, _TYPE_ALIASES),
                    "attribute": ("attribute type", ATTR_TYPES, _ATTR_ALIASES)}
 
 LANGUAGES = ("julia", "fortran")  # @language: what implements the op (default: the op folder's files)
+GRADIENT_MODES = ("forwarddiff",)  # @gradient: who writes the gradient (default: the user, @backward)
 _OP_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 MAX_OP_NAME = 128  # lib<Op>Grad.so, <Op>_entries.jl and <op_snake>.jl must stay under 255 bytes
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -179,11 +188,16 @@ class _Parser:
         default_backward = forward[:-1] + "_grad!" if forward.endswith("!") else forward + "_grad"
         backward = self.directives.get("backward", (default_backward, 0))[0]
         language, language_line = self.directives.get("language", ("", 0))
+        gradient, gradient_line = self.directives.get("gradient", ("", 0))
+        if gradient:
+            backward = generated_backward(op_name)
         spec = OpSpec(name=op_name, inputs=tuple(self.inputs), outputs=tuple(self.outputs),
                       attrs=tuple(self.attrs), forward=forward, backward=backward,
                       path=self.path, source=self.text, line=number_of_name,
-                      language=language, language_line=language_line)
+                      language=language, language_line=language_line,
+                      gradient=gradient, gradient_line=gradient_line)
         self.check_dims(spec)
+        self.check_gradient(spec)
         self.check_grad_names(spec)
         self.check_generated_names(spec)
         return spec
@@ -306,15 +320,22 @@ class _Parser:
         if word == "@attr":
             self.attr(number, rest)
             return
-        if word not in ("@forward", "@backward", "@language"):
+        if word not in ("@forward", "@backward", "@language", "@gradient"):
             raise self.error(number, f"unknown directive '{show(word)}': expected @attr, @forward, "
-                                     "@backward or @language")
+                                     "@backward, @gradient or @language")
         key = word[1:]
         if key in self.directives:
             raise self.error(number, f"{word} given twice (first on line {self.directives[key][1]})")
         if word == "@language":  # Fortran ops: bridge/customop/fortran.py
             if rest not in LANGUAGES:
                 raise self.error(number, f"@language expects one of {', '.join(LANGUAGES)}, got '{show(rest)}'")
+            self.directives[key] = (rest, number)
+            return
+        if word == "@gradient":  # julia/ForwardDiffGradients.jl
+            if rest not in GRADIENT_MODES:
+                raise self.error(number, f"@gradient expects {' or '.join(GRADIENT_MODES)} (the gradient op then "
+                                         "differentiates the forward function with ForwardDiff), got "
+                                         f"'{show(rest)}'")
             self.directives[key] = (rest, number)
             return
         if not JULIA_FN.fullmatch(rest):
@@ -350,8 +371,12 @@ class _Parser:
             if not re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
                 raise bad("a number such as 0.5 or 1e-3")
             value = float(text)
-            # TensorFlow keeps float attributes, double ones too, in 32 bits:
-            # refuse what would become inf, or a subnormal or 0.
+            if contract.by_spec(dtype).attr.carrier == "float+bits":  # exact in 64 bits (double_attrs)
+                if not math.isfinite(value):
+                    raise bad(f"a number a double can hold (a magnitude up to {sys.float_info.max:.8g})")
+                return value
+            # TensorFlow keeps float attributes in 32 bits: refuse what would
+            # become inf, or a subnormal or 0.
             if value != 0 and not _FLOAT32_MIN_NORMAL <= abs(value) <= _FLOAT32_MAX:
                 raise bad(f"a number TensorFlow's 32-bit float attributes can hold (0, or a "
                           f"magnitude between {_FLOAT32_MIN_NORMAL:.8g} and {_FLOAT32_MAX:.8g})")
@@ -410,15 +435,36 @@ class _Parser:
                                                    "name it alone in some input's shape, or "
                                                    "declare '@attr int64 " + missing[0] + "'")
 
+    def check_gradient(self, spec: OpSpec) -> None:
+        """@gradient forwarddiff replaces the backward function: refuse it beside @backward, and
+        on an op without a gradient op."""
+        if not spec.gradient:
+            return
+        if "backward" in self.directives:
+            first, second = sorted([("@backward", self.directives["backward"][1]),
+                                    ("@gradient", spec.gradient_line)], key=lambda item: item[1])
+            raise self.error(second[1], f"{second[0]} contradicts {first[0]} on line {first[1]}: @backward names "
+                                        "a backward function you write, @gradient forwarddiff has the bridge "
+                                        "differentiate the forward function instead; keep one of them")
+        if not has_gradient(spec):
+            raise self.error(spec.gradient_line, f"@gradient {spec.gradient}: op {spec.name} has no gradient "
+                                                 f"(it needs a differentiable ({differentiable_types()}) input and "
+                                                 "output)")
+
     def check_grad_names(self, spec: OpSpec) -> None:
         if not has_gradient(spec):
             return
         generated = {f"grad_{a.name}" for a in grad_inputs(spec) + grad_outputs(spec)}
+        second = f"{spec.name}Grad's gradient op {spec.name}GradGrad, which names its arguments grad_<name>, " \
+                 "grad_grad_<name> and grad2_<name>"
+        if spec.gradient:  # <Op>GradGrad's too (codegen.second_grad_context)
+            generated |= {f"{prefix}{a.name}" for a in grad_inputs(spec) + grad_outputs(spec)
+                          for prefix in ("grad_grad_", "grad2_")}
         for arg in spec.inputs + spec.outputs:
             if arg.name in generated:
-                raise self.error(arg.line, f"argument name '{arg.name}' clashes with the gradient "
-                                           f"op {spec.name}Grad, which names its gradient "
-                                           "arguments grad_<name>: rename it")
+                clash = second if spec.gradient else f"the gradient op {spec.name}Grad, which names its " \
+                                                     "gradient arguments grad_<name>"
+                raise self.error(arg.line, f"argument name '{arg.name}' clashes with {clash}: rename it")
 
 
     def check_generated_names(self, spec: OpSpec) -> None:
@@ -436,6 +482,8 @@ class _Parser:
                     derived[f"{arg.name}_{axis}"] = f"dimension {axis} of '{arg.name}'"
         for attr in spec.attrs:
             derived[f"{attr.name}_"] = f"attribute '{attr.name}'"
+            if attr.dtype.attr.carrier == "float+bits":  # a TensorFlow attribute of its own, beside the float one
+                derived[double_attrs.bits_name(attr.name)] = f"the bits of double attribute '{attr.name}'"
         user: dict[str, int] = {a.name: a.line for a in spec.inputs + spec.outputs + spec.attrs}
         for arg in spec.inputs + spec.outputs:
             for dim in arg.shape:

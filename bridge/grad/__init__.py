@@ -29,7 +29,7 @@ Adding a gradient for a TensorFlow op
 from __future__ import annotations
 
 from .api import gradients, hessian, hessians, jacobian
-from .custom_op import register_custom_op_gradient
+from .custom_op import register_custom_op_gradient, register_custom_op_second_gradient
 from .registry import (ACCEPTS_NONE, NotDifferentiable, RegisterGradient, get_gradient_function, no_gradient,
                        register_gradient)
 
@@ -41,5 +41,5 @@ from . import (array_grad, control_flow_grad, ctc_grad, data_flow_grad, device_g
 from . import not_differentiable  # noqa: F401  (last: the families' registrations come first)
 
 __all__ = ["gradients", "jacobian", "hessian", "hessians", "RegisterGradient", "NotDifferentiable",
-           "no_gradient", "register_gradient", "register_custom_op_gradient", "get_gradient_function",
-           "ACCEPTS_NONE"]
+           "no_gradient", "register_gradient", "register_custom_op_gradient", "register_custom_op_second_gradient",
+           "get_gradient_function", "ACCEPTS_NONE"]

@@ -8,7 +8,7 @@ from bridge.framework.opdef import op_def
 from ._helpers import _zeros_like
 from .registry import register_gradient, registered
 
-__all__ = ["register_custom_op_gradient"]
+__all__ = ["register_custom_op_gradient", "register_custom_op_second_gradient"]
 
 _GRAD_OP_TYPE = "_bridge_grad_op_type"  # set on the registered function: its gradient op
 
@@ -47,6 +47,49 @@ def register_custom_op_gradient(op_type: str, grad_op_type: Optional[str] = None
 
     setattr(_grad, _GRAD_OP_TYPE, grad_op_type)
     register_gradient(op_type, _grad, replace=True)
+
+
+def register_custom_op_second_gradient(op_type: str) -> None:
+    """Differentiate ``<op_type>Grad`` with ``<op_type>GradGrad`` (an op whose
+    gradient comes from ForwardDiff, ``@gradient forwarddiff``).
+
+    ``<Op>Grad`` computes gx = J(x)' gy from its inputs (gy..., the op's
+    outputs..., the op's inputs...).  ``<Op>GradGrad`` takes the gradients v
+    of gx, then <Op>Grad's inputs; its outputs are J(x) v (the gradients of
+    gy) and d/dx [gy' J(x) v] (those of the op's float inputs).  <Op>Grad
+    does not read the op's outputs (it computes them again), so they get no
+    gradient.  A third order is refused with a LookupError naming the op.
+    Calling this again for the same op is a no-op."""
+    grad_type, second_type = f"{op_type}Grad", f"{op_type}GradGrad"
+    _, existing = registered(grad_type)
+    if existing is not None and getattr(existing, _GRAD_OP_TYPE, None) == second_type:
+        return
+
+    def _grad(op: Operation, *grads: Optional[Output]) -> list:
+        ins = op.inputs
+        n_outputs = len(op_def(op_type, op.graph).output_args)
+        n_dys = len(ins) - n_outputs - len(op_def(op_type, op.graph).input_args)
+        forward_ins = ins[n_dys + n_outputs:]
+        float_ins = [i for i, x in enumerate(forward_ins) if x.dtype.is_differentiable]
+        vs = [g if g is not None else _zeros_like(op.outputs[k]) for k, g in enumerate(grads)]
+        attrs, types = _declared_attrs(op, second_type)
+        gop = op.graph.create_op(second_type, vs + list(ins), attrs=attrs, attr_types=types, name=second_type)
+        if gop.num_outputs != n_dys + len(float_ins):
+            raise ValueError(f"{second_type} has {gop.num_outputs} outputs, but {grad_type} '{op.name}' has "
+                             f"{n_dys + len(float_ins)} float inputs it differentiates")
+        result: list = [gop.output(k) for k in range(n_dys)] + [None] * (len(ins) - n_dys)
+        for k, i in enumerate(float_ins):
+            result[n_dys + n_outputs + i] = gop.output(n_dys + k)
+        return result
+
+    def _third(op: Operation, *grads: Optional[Output]) -> list:
+        raise LookupError(f"{second_type} ('{op.name}'), the second-order gradient op of {op_type} "
+                          "(@gradient forwarddiff), has no gradient: derivatives of third order through "
+                          f"{op_type} are not available")
+
+    setattr(_grad, _GRAD_OP_TYPE, second_type)
+    register_gradient(grad_type, _grad, replace=True)
+    register_gradient(second_type, _third, replace=True)
 
 
 def _declared_attrs(op: Operation, op_type: str) -> tuple[dict, dict]:

@@ -54,13 +54,17 @@ class AttrType:
     """How an ``@attr`` of a dtype is declared, stored and passed."""
     aliases: tuple[str, ...]  # other spellings after @attr (the spec's type name is the main one)
     tf_type: str              # TensorFlow's attr type in REGISTER_OP ("float": TF has 32-bit float attrs only)
-    cxx: str                  # the kernel's member holding the value (OpKernelConstruction::GetAttr)
+    cxx: str                  # the kernel's member holding the value
     frame_args: str           # CallFrame::Attr's arguments, {member} the member's name
     entry: str                # how a compiled entry receives it: "floats" (one double), "ints" (one
                               #   int64), "bytes" (pointer in data, length in ints)
     read: str                 # the entry's Julia expression reading it; {data}, {ints}, {floats}: the
                               #   1-based slot of each array it starts at
     sample: str               # a Python value for the generated gradient test
+    carrier: str = "attr"     # how TensorFlow carries it: "attr", one attribute of tf_type
+                              #   (OpKernelConstruction::GetAttr into cxx); "float+bits", TF's 32-bit float
+                              #   attribute NAME and the int attribute NAME_f64bits holding the double's bits
+                              #   (bridge/framework/double_attrs.py; the kernel's DoubleAttr reads the pair)
 
 
 @dataclass(frozen=True)
@@ -174,8 +178,8 @@ class DType:
 
 DTYPES: tuple[DType, ...] = (
     DType("Float64", 0, "double", ("float64",), "float64", "double", "Float64",
-          AttrType(("float64",), "float", "float", "{member}, tfjl::DType::Float64", "floats",
-                   "unsafe_load(floats, {floats})", "0.5")),
+          AttrType(("float64",), "float", "double", "{member}, tfjl::DType::Float64", "floats",
+                   "unsafe_load(floats, {floats})", "0.5", carrier="float+bits")),
     DType("Float32", 1, "float", ("float32",), "float32", "float", "Float32",
           AttrType(("float32",), "float", "float", "{member}", "floats",
                    "Float32(unsafe_load(floats, {floats}))", "0.5")),
@@ -352,6 +356,9 @@ def _check() -> None:
                  f"{d.name}: only strings have size 0 and no numpy type")
         _require(d.attr is None or d.attr.entry in _ATTR_SLOTS, f"{d.name}: unknown entry slot")
         _require(d.attr is None or d.arg_field is not None, f"{d.name}: an @attr type needs a scalar field")
+        _require(d.attr is None or d.attr.carrier == "attr" or (d.attr.carrier, d.attr.tf_type, d.attr.cxx)
+                 == ("float+bits", "float", "double"), f"{d.name}: carrier 'float+bits' is a float attribute "
+                 "read into a double; any other is 'attr'")
         _require(all(h.startswith("<") and h.endswith(">") for h in d.includes),
                  f"{d.name}: includes are <standard headers>")
     _require([k.value for k in ERROR_KINDS] == list(range(len(ERROR_KINDS))) and ERROR_KINDS[0].name == "Ok",

@@ -58,6 +58,7 @@ class Trace:
     statements: Path                      # the precompile statements, one a line
     packages: Sequence[tuple[str, str, str]]  # (uuid, name, folder) of every package loaded
     environment_files: Sequence[str]      # the project and manifest files Julia's load path read
+    modules: Sequence[str] = ()           # julia/ files the run included into TFBridge (ForwardDiffGradients.jl)
 
 
 def image_root() -> Path:
@@ -103,6 +104,18 @@ def _package_fingerprint(folder: str) -> str:
     return key.hexdigest(_DIGITS)
 
 
+def module_files(module: str) -> list[Path]:
+    """The Julia files of a module the traced run included into TFBridge
+    (``julia/<module>``): the file and those of the folder of its name."""
+    main = paths.julia_dir() / module
+    return [main] + sorted(p for p in main.with_suffix("").rglob("*.jl"))
+
+
+def _module_fingerprint(module: str) -> dict[str, str]:
+    julia = paths.julia_dir()
+    return {os.path.relpath(p, julia): _hash_file(p) for p in module_files(module)}
+
+
 def _variables() -> dict[str, str]:
     values = {name: os.environ.get(name, "") for name in PACKAGE_VARIABLES}
     if values["TFBRIDGE_JULIA_DEPOT"]:  # bridge.julia.init makes it absolute
@@ -121,6 +134,7 @@ def _record(config: JuliaConfig, folders: Sequence[Path], trace: Trace) -> dict:
         "variables": _variables(),
         "statements": _hash_file(trace.statements),
         "script": _hash_file(paths.julia_dir() / BUILD_SCRIPT),
+        "modules": {module: _module_fingerprint(module) for module in trace.modules},
     }
 
 
@@ -135,6 +149,11 @@ def stale_reason(record: dict, config: Optional[JuliaConfig] = None) -> Optional
         return f"cannot read TFBridge's sources: {exc}"
     if record.get("script") != _hash_file(paths.julia_dir() / BUILD_SCRIPT):
         return f"julia/{BUILD_SCRIPT} changed"
+    for module, files in record.get("modules", {}).items():
+        now = _module_fingerprint(module)
+        if now != files:
+            changed = sorted(set(now) ^ set(files) | {n for n in now.keys() & files.keys() if now[n] != files[n]})
+            return f"the Julia module julia/{module} changed ({', '.join(changed)})"
     for folder, files in record["ops"].items():
         now = _op_fingerprint(Path(folder))
         if now != files:
@@ -233,6 +252,7 @@ def _plan(folders: Sequence[Path], trace: Trace) -> str:
     lines = [f"environment {f}" for f in folders if any((f / n).is_file() for n in ("Project.toml",
                                                                                    "JuliaProject.toml"))]
     lines += [f"package {uuid} {name}" for uuid, name, _ in trace.packages]
+    lines += [f"include {paths.julia_dir() / module}" for module in trace.modules]
     lines.append(f"statements {trace.statements}")
     return "\n".join(lines) + "\n"
 

@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from bridge.framework import dtypes
+from bridge.framework import double_attrs, dtypes
 from bridge.framework.attrs import convert_attr, short_repr
 from bridge.framework.graph import Graph, Operation, Output, get_default_graph
 from bridge.framework.indexed_slices import IndexedSlices, convert_to_tensor
@@ -151,6 +151,20 @@ class OpBuilder:
             raise self._error(str(exc), type(exc)) from None
         self._attrs[attr] = value
         self._attr_types[attr] = attr_type
+
+    def double_attr(self, attr: str, value: Any) -> None:
+        """A float64 attribute the caller gave: TensorFlow's float attribute
+        ``attr`` (32 bits) and the int attribute of its bits, which carries it
+        exactly (:mod:`bridge.framework.double_attrs`)."""
+        if value is TF_DEFAULT:
+            return
+        try:
+            value = convert_attr(attr, "float", value)
+        except (TypeError, ValueError) as exc:
+            raise self._error(str(exc), type(exc)) from None
+        bits = double_attrs.bits_name(attr)
+        self._attrs[attr], self._attrs[bits] = double_attrs.encode(value)
+        self._attr_types[attr], self._attr_types[bits] = "float", "int"
 
     def _pack_error(self, inp: _Input) -> Exception:
         return self._error(f"input '{inp.arg}': a list holding Outputs cannot become a constant; "

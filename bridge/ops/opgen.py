@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import marshal
+import math
 import sys
 import textwrap
 import types
@@ -24,6 +25,7 @@ from typing import Any, Iterable, Optional
 import numpy as np
 
 from bridge.platform import cache
+from bridge.framework import double_attrs
 from bridge.framework.attrs import py_str, python_literal
 from bridge.framework.opdef import ArgDef, AttrDef, OpDef
 
@@ -242,16 +244,36 @@ def _signature(fn_name: str, params: list[str]) -> str:
     return f"def {fn_name}(\n" + "".join(f"        {p},\n" for p in params) + "):"
 
 
+def double_pairs(op_def: OpDef) -> dict[str, AttrDef]:
+    """A custom op's float64 attributes (bridge.framework.double_attrs): the
+    float attribute's name -> its bits attribute, which no parameter shows."""
+    inferred = op_def.inferred_attrs
+    by_name = {a.name: a for a in op_def.attrs if a.name not in inferred}
+    return {f: by_name[b] for f, b in double_attrs.pairs((a.name, a.type) for a in by_name.values()).items()}
+
+
+def _double_default(a: AttrDef, bits: AttrDef) -> str:
+    """The float64 a double attribute's defaults (float, bits) come to, as a literal."""
+    value = double_attrs.decode(a.default, bits.default if bits.has_default else double_attrs.NO_DEFAULT_BITS)
+    if math.isnan(value) or math.isinf(value):
+        return f'float("{value}")'
+    return repr(value)
+
+
 def function_view(op_def: OpDef, fn_name: str) -> FunctionView:
     names = param_names(op_def)
     inferred = op_def.inferred_attrs
-    attrs = [a for a in op_def.attrs if a.name not in inferred]
+    doubles = double_pairs(op_def)
+    hidden = {b.name for b in doubles.values()}
+    attrs = [a for a in op_def.attrs if a.name not in inferred and a.name not in hidden]
     required = [a for a in attrs if not a.has_default]
     optional = [a for a in attrs if a.has_default]
 
     params = [names[a.name] for a in op_def.input_args] + ["*"]
     params += [names[a.name] for a in required]
-    params += [f"{names[a.name]}={default_literal(a.default, a.type)}" for a in optional]
+    for a in optional:
+        default = _double_default(a, doubles[a.name]) if a.name in doubles else default_literal(a.default, a.type)
+        params.append(f"{names[a.name]}={default}")
     params.append("name=None")
 
     statements: list[str] = []
@@ -277,6 +299,9 @@ def function_view(op_def: OpDef, fn_name: str) -> FunctionView:
             args.append("is_ref=True")
         statements.append(_wrap_call("_b.list_input" if arg.is_list else "_b.input", args))
     for a in attrs:
+        if a.name in doubles:
+            statements.append(_wrap_call("_b.double_attr", [py_str(a.name), names[a.name]]))
+            continue
         args = [py_str(a.name), names[a.name], py_str(a.type)]
         if a.allowed_values is not None:
             args.append(("allowed", _names(a.allowed_values)))
@@ -295,12 +320,22 @@ def function_view(op_def: OpDef, fn_name: str) -> FunctionView:
         returns = _wrap_call("return _b.finish_outputs", fields)
 
     return FunctionView(fn_name, op_def.name, _signature(fn_name, params),
-                        _docstring(op_def, names, inferred), statements, returns)
+                        _docstring(op_def, names, inferred, doubles), statements, returns)
 
 
 def _names(values: list) -> list[str]:
     """Allowed values (dtypes by name, strings) as literals."""
     return [py_str(v.name if hasattr(v, "name") else _text(v)) for v in values]
+
+
+def _double_doc(a: AttrDef, bits: AttrDef, head: str) -> list[str]:
+    text = "float64"
+    text += f", default {_double_default(a, bits)}" if a.has_default else ", required"
+    text += (f". Carried exactly: TensorFlow's float attribute '{a.name}' holds it rounded to 32 bits, the int "
+             f"attribute '{bits.name}' its bits.")
+    if a.description:
+        text += " " + a.description
+    return _doc_entry(head, text)
 
 
 def _attr_doc(a: AttrDef, head: str, inferred: bool) -> list[str]:
@@ -324,7 +359,7 @@ def _attr_doc(a: AttrDef, head: str, inferred: bool) -> list[str]:
     return _doc_entry(head, text)
 
 
-def _docstring(op_def: OpDef, names: dict, inferred: set) -> list[str]:
+def _docstring(op_def: OpDef, names: dict, inferred: set, doubles: Optional[dict] = None) -> list[str]:
     """Docstring lines (without the quotes), indented for the function body."""
     lines: list[str] = []
     builds = f"Builds TensorFlow's ``{op_def.name}`` op."
@@ -343,11 +378,16 @@ def _docstring(op_def: OpDef, names: dict, inferred: set) -> list[str]:
         for arg in op_def.input_args:
             text = _arg_type_text(arg) + "." + (f" {arg.description}" if arg.description else "")
             lines += _doc_entry(_head(arg.name, names), text)
-    attrs = [a for a in op_def.attrs if a.name not in inferred]
+    doubles = doubles or {}
+    hidden = {b.name for b in doubles.values()}
+    attrs = [a for a in op_def.attrs if a.name not in inferred and a.name not in hidden]
     if attrs:
         lines += ["", "    Attributes (keyword-only):"]
         for a in attrs:
-            lines += _attr_doc(a, _head(a.name, names), False)
+            if a.name in doubles:
+                lines += _double_doc(a, doubles[a.name], _head(a.name, names))
+            else:
+                lines += _attr_doc(a, _head(a.name, names), False)
     hidden = [a for a in op_def.attrs if a.name in inferred]
     if hidden:
         lines += ["", "    Attributes set from the inputs:"]

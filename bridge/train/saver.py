@@ -13,44 +13,20 @@ names ("dense/kernel"), as TF's Saver keys resource variables.  Before a
 restore changes anything, the checkpoint's index is checked against the
 variables (names, dtypes, shapes; :mod:`bridge.train.bundle`).
 
-Saves are atomic: a save killed at any point (SIGKILL, power aside) leaves
-the checkpoint of its prefix either as it was or as the save wrote it, never
-a data file that does not match its index, and saves to one prefix from
-several threads or processes never disturb each other.  ``Saver.save`` does
-not feed the prefix itself to the graph but a folder of its own,
-``<folder>/.<name>.save-<pid>-<random>/ckpt`` (so ``<prefix>_temp`` is never
-shared), and when the run has written it:
-
-1. flushes its files to disk and renames the folder to
-   ``.<name>.commit-<pid>-<random>``: the commit point;
-2. holding a lock on the checkpoint folder (``flock`` on the folder itself,
-   and a lock per folder in the process), removes ``<prefix>.index`` (and
-   data files of another shard count), moves the new data files over
-   ``<prefix>.data-<k>-of-<n>``, then the new index to ``<prefix>.index``,
-   and removes the commit folder;
-3. writes the state file aside and renames it into place (same lock).
-
-A kill before the commit leaves a ``.save-`` folder, which the next save,
-restore or ``latest_checkpoint`` in that folder removes once its process is
-gone; a kill after it leaves a ``.commit-`` folder, which they finish (step
-2), since a commit folder seen under the lock has no live owner.  Between
-steps 2's first and last rename ``<prefix>.index`` is missing, never stale:
-TensorFlow itself sees no checkpoint there until the bridge finishes it.
+Saves are atomic (killed at any point, a save leaves the checkpoint of its
+prefix as it was or as it wrote it; concurrent saves to one prefix all
+succeed): the commit protocol is :mod:`bridge.train.checkpoint_commit`.  The
+state file beside the checkpoints (``checkpoint``), ``latest_checkpoint`` and
+the other functions of TF's ``checkpoint_management`` are
+:mod:`bridge.train.checkpoint_management`; they are importable from here too,
+as they always were.
 """
 from __future__ import annotations
 
-import errno
-import glob
 import os
-import re
-import secrets
-import shutil
 import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -61,10 +37,15 @@ from bridge.framework.builders import Variable, global_variables
 from bridge.framework.graph import Graph, Output
 from bridge.framework.session import Session
 from .bundle import BundleFormatError, read_index
+from .checkpoint_commit import atomic_save, delete_checkpoint, settled
+from .checkpoint_management import (CHECKPOINT_STATE_FILE, CheckpointState, checked_path, checkpoint_exists,
+                                    get_checkpoint_state, latest_checkpoint, list_variables,
+                                    write_checkpoint_state)
 from .saver_ops import build_saver_ops
 
-#: The file beside the checkpoints that names the newest ones.
-CHECKPOINT_STATE_FILE = "checkpoint"
+__all__ = ["Saver", "CHECKPOINT_STATE_FILE", "CheckpointState", "checkpoint_exists", "get_checkpoint_state",
+           "latest_checkpoint", "list_variables", "write_checkpoint_state"]
+
 _SAVER_DEF_V2 = 2                      # SaverDef.CheckpointFormatVersion.V2
 _KEEP_EVERY_N_HOURS = 10000.0          # TF's default, which keeps nothing extra
 
@@ -186,9 +167,9 @@ class Saver:
         being the one on disk.  A ``save_path`` that is empty, names a
         folder (ends with a separator) or holds a NUL byte is refused with a
         ValueError before anything is written."""
-        prefix = _checked_path(save_path, "Saver.save", "save_path")
+        prefix = checked_path(save_path, "Saver.save", "save_path")
         if latest_filename is not None:
-            _checked_path(latest_filename, "Saver.save", "latest_filename")
+            checked_path(latest_filename, "Saver.save", "latest_filename")
         if global_step is not None:
             prefix = f"{prefix}-{self._step(sess, global_step)}"
         if self.graph is None:
@@ -197,33 +178,23 @@ class Saver:
         parent = os.path.dirname(prefix) or "."
         if not os.path.isdir(parent):
             raise ValueError(f"Saver.save: the folder of {prefix}, {parent}, does not exist")
-        name = os.path.basename(prefix)
-        token = f"{os.getpid()}-{secrets.token_hex(6)}"
-        work = os.path.join(parent, f".{name}.save-{token}")
-        with _in_flight(work):   # before it exists, so that no other thread's clean-up takes it for a leftover
-            os.mkdir(work)
+
+        def write(path: str) -> None:
             try:
-                # Absolute: the tasks of a cluster that write shards have working folders of their own.
-                sess.run(self._save_tensor, {self._filename: os.path.abspath(os.path.join(work, _WORK_NAME))})
-                _sync_files(work)
-            except BaseException as exc:
-                shutil.rmtree(work, ignore_errors=True)
-                if isinstance(exc, errors.OpError):
-                    raise type(exc)(f"saving checkpoint '{prefix}' failed (a checkpoint saved there before "
-                                    f"is unchanged): {exc.message}") from exc
-                raise
-            with _folder_lock(parent):
-                committed = os.path.join(parent, f".{name}.commit-{token}")
-                os.rename(work, committed)   # the commit point: from here on the save is finished, if need be by others
-                _apply(committed, prefix)
-                _recover(parent, must=False)   # leftovers of killed saves: best effort, the save is done
-                if write_state:
-                    with self._lock:
-                        doomed = self._record(prefix)
-                        self._write_state(prefix, latest_filename)
-                        for old in doomed:
-                            _delete_checkpoint(old)
-                _sync_folder(parent)
+                sess.run(self._save_tensor, {self._filename: path})
+            except errors.OpError as exc:
+                raise type(exc)(f"saving checkpoint '{prefix}' failed (a checkpoint saved there before "
+                                f"is unchanged): {exc.message}") from exc
+
+        def finish() -> None:
+            if write_state:
+                with self._lock:
+                    doomed = self._record(prefix)
+                    self._write_state(prefix, latest_filename)
+                    for old in doomed:
+                        delete_checkpoint(old)
+
+        atomic_save(prefix, write, finish)
         return prefix
 
     def _step(self, sess: Session, global_step: Any) -> int:
@@ -275,14 +246,13 @@ class Saver:
         the names or holds another dtype or shape for it."""
         if save_path is None:
             raise ValueError("Saver.restore: save_path is None (latest_checkpoint found no checkpoint?)")
-        prefix = _checked_path(save_path, "Saver.restore", "save_path", folder_ok=True)
+        prefix = checked_path(save_path, "Saver.restore", "save_path", folder_ok=True)
         if self.graph is None:
             return
         self._check_session(sess, "restore")
         parent = os.path.dirname(prefix) or "."
         # Under the folder's lock: a save to the same prefix waits, and one killed midway is finished first.
-        with _folder_lock(parent, must=False):
-            _recover(parent, must=False)
+        with settled(parent):
             if not checkpoint_exists(prefix):
                 hint = (f"; {prefix} is a folder: bridge.train.latest_checkpoint({prefix!r}) names its newest "
                         "checkpoint" if os.path.isdir(prefix) else "")
@@ -315,352 +285,3 @@ class Saver:
         if problems:
             raise errors.InvalidArgumentError(f"checkpoint '{prefix}' does not fit the Saver's variables: "
                                               + "; ".join(problems))
-
-
-# --- checkpoint files and the state file --------------------------------------------
-
-def checkpoint_exists(prefix: PathLike) -> bool:
-    """Whether the V2 checkpoint ``prefix`` exists (its .index file)."""
-    return os.path.isfile(f"{os.fspath(prefix)}.index")
-
-
-def _checked_path(path: Any, where: str, what: str, folder_ok: bool = False, empty_ok: bool = False) -> str:
-    """``path`` as a str, refused (ValueError) when it holds a NUL byte
-    (TensorFlow would cut it there, writing another file than the one named),
-    unless ``empty_ok`` when it is empty, and unless ``folder_ok`` when it
-    ends with a separator (a folder)."""
-    try:
-        text = os.fspath(path)
-    except TypeError:
-        raise TypeError(f"{where}: {what} must be a str or os.PathLike, not {type(path).__name__}") from None
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    if not text and not empty_ok:
-        raise ValueError(f"{where}: {what} is empty; give a checkpoint prefix such as 'ckpt/model'")
-    if "\0" in text:
-        raise ValueError(f"{where}: {what} {text!r} holds a NUL byte, which no file name can hold; nothing "
-                         "was written")
-    if not folder_ok and text.endswith((os.sep, "/") if os.altsep is None else (os.sep, os.altsep)):
-        raise ValueError(f"{where}: {what} {text!r} names a folder; give a checkpoint prefix inside it, such "
-                         f"as {os.path.join(text, 'model')!r}")
-    return text
-
-
-# --- atomic saves: the work and commit folders, the folder lock ------------------------
-
-_WORK_NAME = "ckpt"                                      # the prefix inside a work folder
-_DATA_GLOB = ".data-?????-of-?????"                      # the data files of a checkpoint
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>save|commit)-(?P<pid>\d+)-[0-9a-f]+$")
-_STATE_TMP = re.compile(r"^\..+\.(?P<pid>\d+)-[0-9a-f]+\.tmp$")
-
-_registry_lock = threading.Lock()
-_folder_locks: dict[str, threading.RLock] = {}
-_folder_depth: dict[str, int] = {}
-_working: set[str] = set()                               # this process's work folders in use
-
-
-@contextmanager
-def _in_flight(work: str) -> Iterator[None]:
-    """Mark ``work`` as this process's, so that no thread's cleanup removes it."""
-    key = os.path.realpath(work)
-    with _registry_lock:
-        _working.add(key)
-    try:
-        yield
-    finally:
-        with _registry_lock:
-            _working.discard(key)
-
-
-@contextmanager
-def _folder_lock(folder: str, must: bool = True) -> Iterator[bool]:
-    """Hold the checkpoint folder's lock: a lock per folder among this
-    process's threads (re-entrant), and ``flock`` on the folder itself among
-    processes.  Yields whether the inter-process lock is held (a file system
-    without ``flock``, or a folder that cannot be opened when not ``must``,
-    goes on with the thread lock alone)."""
-    key = os.path.realpath(folder)
-    with _registry_lock:
-        lock = _folder_locks.setdefault(key, threading.RLock())
-    with lock:
-        depth = _folder_depth.get(key, 0)
-        _folder_depth[key] = depth + 1
-        fd = None
-        try:
-            if depth == 0:
-                import fcntl
-                try:
-                    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-                except OSError:
-                    if must:
-                        raise
-                else:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX)
-                    except OSError:
-                        os.close(fd)
-                        fd = None
-            yield fd is not None or depth > 0
-        finally:
-            if fd is not None:
-                os.close(fd)   # releases the flock
-            _folder_depth[key] = depth
-
-
-def _sync_files(folder: str) -> None:
-    """Flush the files of ``folder`` and the folder to disk (a commit must not
-    name files a power cut would leave empty)."""
-    for entry in os.scandir(folder):
-        if entry.is_file():
-            fd = os.open(entry.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    _sync_folder(folder)
-
-
-def _sync_folder(folder: str) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _apply(committed: str, prefix: str) -> None:
-    """Move a committed save's files to ``prefix`` (under the folder's lock):
-    the old index goes first, the new index comes last, so a data file is
-    never replaced under an index that does not describe it.  Finishes a
-    move a kill interrupted: whatever the commit folder still holds is moved."""
-    index = os.path.join(committed, _WORK_NAME + ".index")
-    if os.path.exists(index):
-        try:
-            os.remove(f"{prefix}.index")
-        except FileNotFoundError:
-            pass
-        data = sorted(glob.glob(os.path.join(glob.escape(committed), _WORK_NAME + _DATA_GLOB)))
-        if data:
-            # Data files of an earlier save with another number of shards would
-            # outlive it: removed before the first new one moves in.
-            count = data[0][-len("-of-00000"):]
-            for old in glob.glob(glob.escape(prefix) + _DATA_GLOB):
-                if not old.endswith(count):
-                    os.remove(old)
-        for path in data:
-            os.replace(path, prefix + path[len(os.path.join(committed, _WORK_NAME)):])
-        os.replace(index, f"{prefix}.index")
-    shutil.rmtree(committed, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError as exc:   # EPERM: someone else's process
-        return exc.errno == errno.EPERM
-    return True
-
-
-def _recover(folder: str, must: bool = True) -> None:
-    """Under the folder's lock: finish the committed saves a kill left in
-    ``folder`` (oldest first), remove the work folders of saves whose
-    process is gone, and the state files they were writing."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        if must:
-            raise
-        return
-    commits, stale = [], []
-    for name in names:
-        match = _LEFTOVER.match(name)
-        path = os.path.join(folder, name)
-        if match:
-            if match["kind"] == "commit":   # under the lock: its save was killed between commit and move
-                try:
-                    commits.append((os.stat(path).st_mtime_ns, path, match["name"]))
-                except FileNotFoundError:
-                    pass
-            elif not _alive(int(match["pid"])) or (int(match["pid"]) == os.getpid()
-                                                   and os.path.realpath(path) not in _working):
-                stale.append(path)
-        else:
-            match = _STATE_TMP.match(name)
-            if match and not _alive(int(match["pid"])):
-                stale.append(path)
-    try:
-        for _, path, name in sorted(commits):
-            _apply(path, os.path.join(folder, name))
-        for path in stale:
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.remove(path)
-    except OSError:
-        if must:
-            raise
-
-
-def _delete_checkpoint(prefix: str) -> None:
-    for path in [f"{prefix}.index", f"{prefix}.meta"] + glob.glob(glob.escape(prefix) + _DATA_GLOB):
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-
-
-def list_variables(ckpt: PathLike) -> list[tuple[str, list[Optional[int]]]]:
-    """(name, shape) of every tensor in a checkpoint (a prefix, or a folder
-    with a state file), sorted by name, as ``tf.train.list_variables``."""
-    prefix = os.fspath(ckpt)
-    if os.path.isdir(prefix):
-        found = latest_checkpoint(prefix)
-        if found is None:
-            raise ValueError(f"list_variables: no checkpoint in the folder {prefix}")
-        prefix = found
-    return [(name, list(entry.shape)) for name, entry in sorted(read_index(prefix).items())]
-
-
-def _escape(text: str) -> str:
-    """A text-format string literal's body (C escapes, as protobuf's CEscape)."""
-    out = []
-    for byte in text.encode():
-        ch = chr(byte)
-        if ch in "\"'\\":
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif 0x20 <= byte < 0x7F:
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    return "".join(out)
-
-
-def _unescape(body: str) -> str:
-    return body.encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8")
-
-
-@dataclass
-class CheckpointState:
-    """The state file's content (TF's CheckpointState), paths joined to its folder."""
-    model_checkpoint_path: str = ""
-    all_model_checkpoint_paths: list[str] = field(default_factory=list)
-    all_model_checkpoint_timestamps: list[float] = field(default_factory=list)
-    last_preserved_timestamp: float = 0.0
-
-
-def write_checkpoint_state(folder: PathLike, model_checkpoint_path: str, all_model_checkpoint_paths: Sequence[str],
-                           timestamps: Sequence[float] = (), latest_filename: str = CHECKPOINT_STATE_FILE) -> Path:
-    """Write ``folder/latest_filename`` in TF's text format, replacing it in
-    one step; paths inside ``folder`` are written relative to it (so the
-    folder can move), others as given."""
-    folder = Path(os.fspath(folder) or ".")
-
-    def shown(path: str) -> str:
-        p = Path(path)
-        try:
-            return os.fspath(p.resolve().relative_to(folder.resolve()))
-        except ValueError:
-            return path
-
-    lines = [f'model_checkpoint_path: "{_escape(shown(model_checkpoint_path))}"']
-    lines += [f'all_model_checkpoint_paths: "{_escape(shown(p))}"' for p in all_model_checkpoint_paths]
-    lines += [f"all_model_checkpoint_timestamps: {t!r}" for t in timestamps]
-    if timestamps:
-        lines.append("last_preserved_timestamp: 0.0")
-    target = folder / latest_filename
-    # Not tempfile.mkstemp: its file is private (0600); "x" mode keeps the usual permissions.  The
-    # process id in the name lets a later save remove it, should this process die before the rename.
-    tmp = folder / f".{latest_filename}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
-    with _folder_lock(os.fspath(folder)):
-        try:
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
-    return target
-
-
-def get_checkpoint_state(checkpoint_dir: PathLike, latest_filename: Optional[str] = None) -> Optional[CheckpointState]:
-    """The state file of ``checkpoint_dir`` (None if there is none), relative paths joined to the folder."""
-    folder = _checked_path(checkpoint_dir, "get_checkpoint_state", "checkpoint_dir", folder_ok=True,
-                           empty_ok=True)
-    path = os.path.join(folder, _checked_path(latest_filename or CHECKPOINT_STATE_FILE, "get_checkpoint_state",
-                                              "latest_filename"))
-    if not os.path.isfile(path):
-        return None
-    state = CheckpointState()
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        content = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"checkpoint state file {path} is not a text file (byte {raw[exc.start]:#04x} at offset "
-                         f"{exc.start} is not UTF-8): it is corrupt, or not a state file; remove it or write "
-                         "it again (Saver.save writes one)") from None
-    if "\0" in content:
-        raise ValueError(f"checkpoint state file {path} holds a NUL byte at offset {content.index(chr(0))}: it is "
-                         "corrupt, or not a state file; remove it or write it again (Saver.save writes one)")
-    for number, line in enumerate(content.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition(":")
-        value = value.strip()
-        try:
-            if key in ("model_checkpoint_path", "all_model_checkpoint_paths"):
-                if not (sep and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'"):
-                    raise ValueError("expected a quoted string")
-                text = _unescape(value[1:-1])
-                if "\0" in text or not text:
-                    raise ValueError("a checkpoint path must be non-empty and hold no NUL byte")
-                text = text if os.path.isabs(text) else os.path.join(folder, text)
-                if key == "model_checkpoint_path":
-                    state.model_checkpoint_path = text
-                else:
-                    state.all_model_checkpoint_paths.append(text)
-            elif key == "all_model_checkpoint_timestamps":
-                state.all_model_checkpoint_timestamps.append(float(value))
-            elif key == "last_preserved_timestamp":
-                state.last_preserved_timestamp = float(value)
-            else:
-                raise ValueError(f"unknown field '{key}'")
-        except (ValueError, UnicodeError) as exc:
-            raise ValueError(f"checkpoint state file {path}, line {number}: {exc}: {line!r}") from None
-    return state
-
-
-def latest_checkpoint(checkpoint_dir: PathLike, latest_filename: Optional[str] = None) -> Optional[str]:
-    """The prefix of the newest checkpoint the state file in ``checkpoint_dir``
-    names, or None when there is none (or its files are gone).  A save to
-    the folder that was killed after its commit is finished first (see the
-    module doc)."""
-    folder = _checked_path(checkpoint_dir, "latest_checkpoint", "checkpoint_dir", folder_ok=True,
-                           empty_ok=True) or "."
-    if os.path.isdir(folder):
-        with _folder_lock(folder, must=False):
-            _recover(folder, must=False)
-    state = get_checkpoint_state(checkpoint_dir, latest_filename)
-    if state is None or not state.model_checkpoint_path:
-        return None
-    prefix = state.model_checkpoint_path
-    return prefix if checkpoint_exists(prefix) else None

@@ -9,17 +9,18 @@
 # symmetric, tridiagonal and positive definite when every kappa_i > 0.
 #
 # Arrays arrive without copies (read-only inputs); outputs are written in place.
+# The functions take any number type, not only Float64: ForwardDiff's dual
+# numbers too, so the same forward function serves DiffusionSolve1DAuto
+# (forwarddiff/), whose gradient ForwardDiff computes.
 
 using LinearAlgebra
-using SparseArrays
 
 """
-    diffusion_matrix(kappa) -> SparseMatrixCSC
+    diffusion_matrix(kappa) -> SymTridiagonal
 
-The (n-1) x (n-1) stiffness matrix A of the cell coefficients `kappa` (length n),
-assembled as a sparse matrix.
+The (n-1) x (n-1) stiffness matrix A of the cell coefficients `kappa` (length n).
 """
-function diffusion_matrix(kappa::AbstractVector{Float64})
+function diffusion_matrix(kappa::AbstractVector{<:Real})
     n = length(kappa)
     n >= 2 || throw(DimensionMismatch("DiffusionSolve1D needs at least 2 cells (kappa of length >= 2), got $n"))
     k = collect(kappa)
@@ -31,7 +32,7 @@ function diffusion_matrix(kappa::AbstractVector{Float64})
     m = n - 1
     diagonal = s .* (k[1:m] .+ k[2:n])
     off = -s .* k[2:m]
-    return spdiagm(-1 => off, 0 => diagonal, 1 => off)
+    return SymTridiagonal(diagonal, off)
 end
 
 function check_sizes(kappa, f)
@@ -43,12 +44,12 @@ end
 """
     diffusion_solve1d(u, kappa, f)
 
-Forward pass: u = A(kappa) \\ f, a sparse LU solve (UMFPACK).
+Forward pass: u = A(kappa) \\ f, an LDL' solve of the tridiagonal system, O(n).
 """
 function diffusion_solve1d(u, kappa, f)
     check_sizes(kappa, f)
     A = diffusion_matrix(kappa)
-    u .= lu(A) \ collect(f)
+    u .= A \ collect(f)
     return nothing
 end
 
@@ -56,7 +57,7 @@ end
     diffusion_solve1d_grad(grad_kappa, grad_f, grad_u, u, kappa, f)
 
 The adjoint method.  With A(kappa) u = f and a loss L(u), the adjoint
-lambda = A' \\ dL/du gives
+lambda = A' \\ dL/du (A' = A: A is symmetric) gives
 
     dL/df       = lambda
     dL/dkappa_j = -lambda' (dA/dkappa_j) u = -(lambda_j - lambda_{j-1}) (u_j - u_{j-1}) / h^2
@@ -68,7 +69,7 @@ and an O(n) contraction, whatever the number of coefficients.
 function diffusion_solve1d_grad(grad_kappa, grad_f, grad_u, u, kappa, f)
     check_sizes(kappa, f)
     A = diffusion_matrix(kappa)
-    lambda = lu(A)' \ collect(grad_u)
+    lambda = A \ collect(grad_u)
     n = length(kappa)
     du = diff([0.0; collect(u); 0.0])        # u_j - u_{j-1}, j = 1..n
     dlambda = diff([0.0; lambda; 0.0])

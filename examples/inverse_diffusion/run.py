@@ -5,9 +5,9 @@ The forward model is the steady diffusion equation
     -(kappa(x) u'(x))' = f(x) on [0, 1],   u(0) = u(1) = 0,
 
 solved in Julia by the custom op DiffusionSolve1D (custom_op.txt,
-diffusion_solve1d.jl): finite differences on ``--cells`` cells, a sparse
-tridiagonal matrix, a sparse LU solve, and the gradient by the adjoint method
-(one more solve, with A').  The coefficient kappa(x) is unknown: a small
+diffusion_solve1d.jl): finite differences on ``--cells`` cells, a symmetric
+tridiagonal matrix, an LDL' solve, and the gradient by the adjoint method
+(one more solve, with A' = A).  The coefficient kappa(x) is unknown: a small
 neural network of x built with ``bridge.layers.dense`` (1 -> H -> H -> 1,
 tanh), kappa = softplus(net(x)) + a floor, in float64.
 
@@ -36,8 +36,14 @@ thousandth of the run, and the kappa(x) figure ten times::
 
     tensorboard --logdir examples/inverse_diffusion/runs
 
+``--gradient forwarddiff`` trains through DiffusionSolve1DAuto
+(forwarddiff/), the same forward function with the gradient ForwardDiff
+computes from it (``@gradient forwarddiff``) instead of the hand-written
+adjoint: the same fit, to rounding.
+
     python examples/inverse_diffusion/run.py            # 100 cells, 1000 L-BFGS-B iterations, 3000 Adam steps
     python examples/inverse_diffusion/run.py --small    # the test's version: seconds
+    python examples/inverse_diffusion/run.py --small --gradient forwarddiff
 """
 from __future__ import annotations
 
@@ -68,6 +74,8 @@ PLOT = HERE / "inverse_diffusion.png"
 LOGDIR = HERE / "runs"
 # Defaults of the sizes: (full, --small).
 SIZES = {"cells": (100, 50), "lbfgs_iterations": (1000, 300), "adam_steps": (3000, 2000)}
+# --gradient: the op folder and its op function, by who writes the gradient.
+OPS = {"adjoint": (HERE, "diffusion_solve1d"), "forwarddiff": (HERE / "forwarddiff", "diffusion_solve1d_auto")}
 KAPPA_FLOOR = 0.05   # kappa = softplus(net(x)) + KAPPA_FLOOR > 0: the matrix stays positive definite
 
 
@@ -203,15 +211,19 @@ def evaluate(sess: bridge.Session, model: Model, problem: Problem, method: str, 
 
 def run(cells: int = 100, hidden: int = 20, noise: float = 0.01, seed: int = 0, lbfgs_iterations: int = 1000,
         adam_steps: int = 3000, adam_lr: float = 0.02, adam_decay: float = 0.3, reg: float = 0.0, plot: Optional[Path] = PLOT,
-        progress: Optional[bool] = None, log=print,
-        logdir: Optional[Path] = LOGDIR) -> tuple[Problem, list[Outcome], np.ndarray]:
+        progress: Optional[bool] = None, log=print, logdir: Optional[Path] = LOGDIR,
+        gradient: str = "adjoint") -> tuple[Problem, list[Outcome], np.ndarray]:
     """Build the op, make the data, fit with L-BFGS-B then Adam from the same
     start, logging both for TensorBoard in ``logdir`` (its runs "lbfgs" and
     "adam"; None: no log); return the problem, one Outcome per method and the
-    initial kappa."""
+    initial kappa.  ``gradient``: "adjoint" (DiffusionSolve1D's hand-written
+    adjoint) or "forwarddiff" (DiffusionSolve1DAuto: ForwardDiff's gradient of
+    the same solver)."""
     t0 = time.perf_counter()
-    solve = bridge.customop.load(HERE).diffusion_solve1d
-    log(f"DiffusionSolve1D op built and loaded in {time.perf_counter() - t0:.2f} s")
+    folder, function = OPS[gradient]
+    solve = getattr(bridge.customop.load(folder), function)
+    log(f"{bridge.customop.parse_file(folder / 'custom_op.txt').name} op (gradient: {gradient}) built and loaded "
+        f"in {time.perf_counter() - t0:.2f} s")
 
     problem = make_problem(cells, noise, seed)
     model = build_model(solve, problem, hidden, reg, seed)
@@ -401,6 +413,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="Adam's rate decays exponentially to this fraction of --adam-lr over the run "
                              "(default 0.3; 1 keeps it constant)")
     parser.add_argument("--reg", type=float, default=0.0, help="weight decay on the kernels (default 0)")
+    parser.add_argument("--gradient", choices=sorted(OPS), default="adjoint",
+                        help="the op's gradient: the hand-written adjoint (DiffusionSolve1D, default), or "
+                             "ForwardDiff's of the same solver (DiffusionSolve1DAuto, @gradient forwarddiff)")
     parser.add_argument("--target", type=float, default=0.05,
                         help="the relative L2 error of kappa L-BFGS-B must reach (default 0.05)")
     parser.add_argument("--small", action="store_true",
@@ -428,7 +443,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     train_log.setLevel(logging.INFO)
     _, outcomes, _ = run(args.cells, args.hidden, args.noise, args.seed, args.lbfgs_iterations, args.adam_steps,
                          args.adam_lr, args.adam_decay, args.reg, None if args.no_plot else args.plot,
-                         logdir=None if args.no_log else args.logdir)
+                         logdir=None if args.no_log else args.logdir, gradient=args.gradient)
     ok = report(outcomes, args.target)
     print("OK" if ok else "TARGET MISSED")
     return 0 if ok else 1

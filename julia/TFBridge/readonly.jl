@@ -115,6 +115,92 @@ for D in (:(ReadOnlyArray{T}),
 end
 
 """
+Arrays over an input's memory that BLAS and LAPACK are handed by pointer:
+the input itself, its views, reshapes (and their views), reinterpretations
+and permutations.
+"""
+const ReadOnlyMemory = Union{ReadOnlyArray, SubArray{<:Any,<:Any,<:ReadOnlyArray},
+                             Base.ReshapedArray{<:Any,<:Any,<:ReadOnlyArray},
+                             SubArray{<:Any,<:Any,<:Base.ReshapedArray{<:Any,<:Any,<:ReadOnlyArray}},
+                             Base.ReinterpretArray{<:Any,<:Any,<:Any,<:ReadOnlyArray},
+                             PermutedDimsArray{<:Any,<:Any,<:Any,<:Any,<:ReadOnlyArray}}
+
+# LAPACK overwrites its arrays (factors, solutions, eigenvectors, work), except
+# the ones below, which it only reads: the factors a solve or a Q product
+# reads (getrs!'s A and ipiv, ormqr!'s A and tau, ...), the matrices a
+# condition number or a Sylvester equation reads.  BLAS writes the last array
+# it takes (rot! both of its arrays).
+const LAPACK_READS = Dict(
+    :getrs! => (:A, :ipiv), :trtrs! => (:A,), :potrs! => (:A,), :sytrs! => (:A, :ipiv), :hetrs! => (:A, :ipiv),
+    :sytrs_rook! => (:A, :ipiv), :hetrs_rook! => (:A, :ipiv), :gttrs! => (:dl, :d, :du, :du2, :ipiv),
+    :pttrs! => (:D, :E), :gbtrs! => (:AB, :ipiv), :ormqr! => (:A, :tau), :ormlq! => (:A, :tau),
+    :ormql! => (:A, :tau), :ormrq! => (:A, :tau), :ormhr! => (:A, :tau), :ormtr! => (:A, :tau),
+    :ormrz! => (:A, :tau), :gemqrt! => (:V, :T), :trsyl! => (:A, :B), :trcon! => (:A,), :gecon! => (:A,),
+    :pocon! => (:A,), :sycon! => (:A, :ipiv), :trevc! => (:select, :T), :trrfs! => (:A, :B, :X),
+    :gebak! => (:scale,), :stein! => (:dv, :ev_in, :w_in, :iblock_in, :isplit_in), :orgqr! => (:tau,),
+    :orglq! => (:tau,), :orgql! => (:tau,), :orgrq! => (:tau,), :orghr! => (:tau,), :orgtr! => (:tau,))
+
+"""
+The definitions of the methods refusing read-only memory where BLAS and
+LAPACK write: for each function ending in `!` of `LinearAlgebra.BLAS`
+(exported) and `LinearAlgebra.LAPACK`, each arity of its methods and each
+position they write an array in, `f(::Any, ..., ::ReadOnlyMemory, ..., ::Any)`.
+Where the function's own method takes more specific types in the other
+positions the two are ambiguous, and the MethodError is reported as the
+read-only error (`read_only_cause`).  BLAS and LAPACK write through the
+pointer, past setindex!, so this is where writes into inputs are caught,
+whichever LinearAlgebra function led there (mul! of a Symmetric, lmul! of a
+Q factor, eigen! of a Symmetric, ...).  Any elsewhere keeps these few (one
+per position, not per element type) and leaves BLAS's and LAPACK's compiled
+callers valid: no call with a writable array there can match.
+tests/customop/test_readonly_methods.py sweeps every method of
+LinearAlgebra's and BLAS's mutating functions for a write that gets through,
+or a read refused.  (One plain loop, no closures: it runs at every start
+without a system image, compiled.)
+"""
+function write_guards()
+    defs = Expr[]
+    for (M, all) in ((LinearAlgebra.BLAS, false), (LinearAlgebra.LAPACK, true))
+        for name in names(M; all = all)
+            endswith(string(name), "!") || continue
+            f = getfield(M, name)
+            f isa Function || continue
+            reads = M === LinearAlgebra.LAPACK ? get(LAPACK_READS, name, ()) : ()
+            done = Tuple{Int,Int}[]
+            for m in methods(f)
+                m.module === M || continue
+                types = Base.unwrap_unionall(m.sig).parameters
+                argnames = Base.method_argnames(m)
+                arrays = Int[]
+                for i in 2:length(types)
+                    Base.isvarargtype(types[i]) && (empty!(arrays); break)
+                    typeintersect(types[i], AbstractArray) === Union{} || push!(arrays, i - 1)
+                end
+                if M === LinearAlgebra.BLAS && name !== :rot! && !isempty(arrays)
+                    arrays = arrays[end:end]
+                end
+                for p in arrays
+                    (argnames[p+1] in reads || (length(types) - 1, p) in done) && continue
+                    push!(done, (length(types) - 1, p))
+                    args = Any[Symbol(:arg, i) for i in 1:length(types)-1]
+                    args[p] = :($(Symbol(:arg, p))::ReadOnlyMemory)
+                    push!(defs, :($M.$name($(args...)) = refuse($(Symbol(:arg, p)))))
+                end
+            end
+        end
+    end
+    return defs
+end
+
+eval(Expr(:block, write_guards()...))
+
+# lu! of a Tridiagonal writes its bands in Julia, and over read-only bands it
+# would fail on a typeassert first (its new band, similar(d), is an Array):
+# say why instead.
+LinearAlgebra.lu!(A::Tridiagonal{<:Any,<:ReadOnlyMemory}, pivot::Union{Val{false},Val{true}} = Val(true);
+                  check::Bool = true) = refuse(A.d)
+
+"""
 The input that a failed in-place call of a library function (`mul!(x, ...)`
 with no method for a read-only destination) was asked to write, or nothing.
 `f` is the function the bridge called: its own MethodErrors (wrong arity)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.customop import codegen, init
+from bridge.customop import codegen, forwarddiff, init
 from bridge.customop.spec import parse
 from support import TESTS
 from support.golden import update_requested
@@ -37,6 +37,10 @@ def _outputs(case: str) -> dict[str, str]:
     entries = codegen.entries_source(spec)
     if entries is not None:
         out[codegen.entries_file_name(spec)] = entries
+    gradient = forwarddiff.gradient_source(spec)  # @gradient forwarddiff
+    if gradient is not None:
+        out[forwarddiff.gradient_file_name(spec)] = gradient
+        out[codegen.julia_file_name(spec)] = codegen.julia_stub(spec)
     if case == "TwoLayer":  # the other files vary less with the spec: one case pins them
         out["CMakeLists.txt"] = codegen.cmake_lists(spec)
         out["two_layer.jl"] = codegen.julia_stub(spec)
@@ -93,8 +97,10 @@ def test_no_gradient_op_without_float_arguments():
 
 def test_attrs_map_to_tf_attrs():
     cc = codegen.kernel_source(_spec("TwoLayer"))
-    assert '.Attr("alpha: float = 0.5")' in cc      # TF attrs are 32-bit floats...
-    assert "frame->Attr(alpha_, tfjl::DType::Float64);" in cc  # ...Julia gets a Float64
+    assert '.Attr("alpha: float = 0.5")' in cc      # TF's float attrs are 32-bit...
+    assert '.Attr("alpha_f64bits: int = 4602678819172646912")' in cc  # ...the double's bits beside it
+    assert 'OP_REQUIRES_OK(ctx, DoubleAttr(ctx, "alpha", "alpha_f64bits", &alpha_));' in cc
+    assert "frame->Attr(alpha_, tfjl::DType::Float64);" in cc  # ...Julia gets the Float64
     assert '.Attr("k: int >= 0 = 2")' in cc         # sizes a dimension: never negative
     assert '.Attr("relu: bool = true")' in cc
     assert '.Attr("mode: string = \\"fast\\"")' in cc

@@ -40,6 +40,25 @@ function write_input(y, x, m, t, mode)
     mode == "mul_reshaped" && mul!(reshape(x, length(x)), Matrix(1.0I, length(x), length(x)), ones(length(x)))
     mode == "ldiv" && ldiv!(lu(Matrix(2.0I, length(x), length(x))), x)
     mode == "sort" && sort!(x; rev=true)
+    # Issue 36 item 6: LinearAlgebra's in-place functions that reach BLAS's symv!/symm!/hemv! and
+    # LAPACK's ormqr!/gemqrt! through other methods than gemv!'s.
+    n = length(x)
+    A = reshape(collect(1.0:n*n), n, n) + n * I
+    mode == "mul_symmetric" && mul!(x, Symmetric(A), ones(n))
+    mode == "mul_symmetric_5" && mul!(x, Symmetric(A), ones(n), 2.0, 0.0)
+    mode == "mul_hermitian" && mul!(x, Hermitian(A), ones(n))
+    mode == "mul_hermitian_5" && mul!(x, Hermitian(A), ones(n), 1.0, 1.0)
+    mode == "mul_symmetric_view" && mul!(view(x, 1:n), Symmetric(A), ones(n))
+    mode == "mul_hermitian_view_5" && mul!(view(x, 1:n), Hermitian(A), ones(n), 2.0, 1.0)
+    mode == "mul_symmetric_reshaped" && mul!(reshape(x, n, 1), Symmetric(A), ones(n, 1))
+    mode == "mul_hermitian_reshaped_5" && mul!(reshape(x, n, 1), Hermitian(A), ones(n, 1), 1.0, 0.0)
+    mode == "lmul_qr_q" && lmul!(qr(A).Q, x)
+    mode == "lmul_pivoted_qr_q" && lmul!(qr(A, Val(true)).Q, x)
+    mode == "lmul_qr_q_adjoint" && lmul!(qr(A).Q', x)
+    mode == "rmul_qr_q" && rmul!(reshape(x, 1, n), qr(A).Q)
+    B = reshape(collect(1.0:9.0), 3, 3) + 3I   # m is a Const: a later run would read what these wrote
+    mode == "mul_symmetric_const" && mul!(view(parent(m), :, 1), Symmetric(B), ones(3))
+    mode == "lmul_qr_q_const" && lmul!(qr(B).Q, view(parent(m), :, 2))
     mode == "blas_read" && (y .= transpose(m) * ones(size(m, 1)) .+ 0 .* y)  # a BLAS read, not a write
     # Ways to the memory behind the wrapper (issue #31 item 4): each leads back to it, read-only.
     mode == "parent" && (parent(x)[1] = 99.0)
@@ -82,7 +101,12 @@ WRITES = {"setindex": "x", "broadcast": "x", "fill": "x", "copyto": "x", "matrix
           "view": "x", "mul": "x", "mul_view": "x", "mul_reshaped": "x", "ldiv": "x", "sort": "x",
           "parent": "x", "parent_matrix": "m", "parent_rank3": "t", "unaliascopy": "x", "unaliascopy_matrix": "m",
           "unaliascopy_rank3": "t", "unaliascopy_view": "x", "reshape_parent": "x", "vec_parent": "m",
-          "view_parent": "x", "view_rank3_parent": "t", "transpose_parent": "m", "permuteddims_parent": "t"}
+          "view_parent": "x", "view_rank3_parent": "t", "transpose_parent": "m", "permuteddims_parent": "t",
+          **{mode: "x" for mode in ("mul_symmetric", "mul_symmetric_5", "mul_hermitian", "mul_hermitian_5",
+                                    "mul_symmetric_view", "mul_hermitian_view_5", "mul_symmetric_reshaped",
+                                    "mul_hermitian_reshaped_5", "lmul_qr_q", "lmul_pivoted_qr_q",
+                                    "lmul_qr_q_adjoint", "rmul_qr_q")},
+          "mul_symmetric_const": "m", "lmul_qr_q_const": "m"}
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +176,9 @@ def test_escapes_through_parent_leave_an_aligned_feed_and_the_consts_unchanged(o
     g, x, mode_in, y = _graph(op)
     feed = _aligned_ones(4)
     with bridge.Session(g) as sess:
-        for mode in ("parent", "parent_matrix", "parent_rank3", "unaliascopy", "view_parent"):
+        for mode in ("parent", "parent_matrix", "parent_rank3", "unaliascopy", "view_parent", "mul_symmetric",
+                     "mul_hermitian_5", "mul_symmetric_reshaped", "lmul_qr_q", "lmul_pivoted_qr_q",
+                     "lmul_qr_q_adjoint", "rmul_qr_q"):
             with pytest.raises(errors.InvalidArgumentError, match="is read-only"):
                 sess.run(y, {x: feed, mode_in: mode})
         np.testing.assert_array_equal(feed, np.ones(4))

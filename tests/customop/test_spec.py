@@ -5,7 +5,7 @@ import pytest
 
 from bridge.customop.model import Arg, Attr, Expr
 from bridge.customop.spec import (SpecError, dim_bindings, evaluate, grad_inputs, grad_outputs,
-                                  has_gradient, is_dynamic, parse, parse_expr, parse_file,
+                                  has_gradient, is_dynamic, op_types, parse, parse_expr, parse_file,
                                   render_expr, snake_case)
 from support.build import spec_error
 
@@ -255,7 +255,7 @@ ERRORS = [
      "names the double attribute on line 4; only int64 attributes can size a dimension"),
     ("Op\ndouble y(k) -> output\n@attr int64 k = -1\n", 3, "its default must be >= 0, not -1"),
     ("Op\ndouble x()\ndouble y() -> output\n@attrs int64 k\n", 4,
-     "unknown directive '@attrs': expected @attr, @forward, @backward or @language"),
+     "unknown directive '@attrs': expected @attr, @forward, @backward, @gradient or @language"),
     ("Op\ndouble x()\ndouble y() -> output\n@attr k\n", 4, "expected '@attr TYPE NAME'"),
     ("Op\ndouble x()\ndouble y() -> output\n@attr int32x k\n", 4, "unknown attribute type 'int32x'"),
     ("Op\ndouble x()\ndouble y() -> output\n@attr double K\n", 4, "attribute name 'K' must be lower-case"),
@@ -305,3 +305,47 @@ def test_spec_error_is_a_value_error():
 def test_names_clashing_with_generated_ones(text, line, fragment):
     with pytest.raises(SpecError, match=rf"^custom_op.txt:{line}: .*{fragment}"):
         parse(text)
+
+
+# ------------------------------------------------------------------ @gradient forwarddiff (issue 37)
+
+def test_gradient_forwarddiff_replaces_the_backward_function_and_adds_a_second_gradient_op():
+    spec = parse("Op\ndouble x(n)\nint32 k()\ndouble y(n) -> output\n@gradient forwarddiff\n")
+    assert (spec.gradient, spec.gradient_line) == ("forwarddiff", 5)
+    assert spec.backward == "TFBridge.ForwardDiffGradients.OpGrad"
+    assert op_types(spec) == ("Op", "OpGrad", "OpGradGrad")
+    assert op_types(parse("Op\ndouble x(n)\ndouble y(n) -> output\n")) == ("Op", "OpGrad")
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("Op\ndouble x()\ndouble y() -> output\n@gradient reverse\n", 4,
+     "@gradient expects forwarddiff (the gradient op then differentiates the forward function with ForwardDiff), "
+     "got 'reverse'"),
+    ("Op\ndouble x()\ndouble y() -> output\n@gradient forwarddiff\n@gradient forwarddiff\n", 5,
+     "@gradient given twice (first on line 4)"),
+    ("Op\ndouble x()\ndouble y() -> output\n@backward g\n@gradient forwarddiff\n", 5,
+     "@gradient contradicts @backward on line 4: @backward names a backward function you write, @gradient "
+     "forwarddiff has the bridge differentiate the forward function instead; keep one of them"),
+    ("Op\ndouble x()\ndouble y() -> output\n@gradient forwarddiff\n@backward g\n", 5,
+     "@backward contradicts @gradient on line 4: @backward names a backward function you write, @gradient "
+     "forwarddiff has the bridge differentiate the forward function instead; keep one of them"),
+    ("Op\nint32 k()\ndouble y() -> output\n@gradient forwarddiff\n", 4,
+     "@gradient forwarddiff: op Op has no gradient (it needs a differentiable (float or complex) input and output)"),
+    ("Op\ndouble x()\ndouble grad2_x() -> output\n@gradient forwarddiff\n", 3,
+     "argument name 'grad2_x' clashes with OpGrad's gradient op OpGradGrad, which names its arguments grad_<name>, "
+     "grad_grad_<name> and grad2_<name>: rename it"),
+])
+def test_gradient_forwarddiff_errors_name_the_line(text, line, message):
+    with pytest.raises(SpecError) as info:
+        parse(text)
+    assert str(info.value) == f"custom_op.txt:{line}: {message}"
+
+
+def test_a_fortran_op_cannot_take_gradient_forwarddiff():
+    from bridge.customop import fortran
+    spec = parse("Op\ndouble x(n)\ndouble y(n) -> output\n@language fortran\n@gradient forwarddiff\n")
+    with pytest.raises(SpecError) as info:
+        fortran.check_spec(spec)
+    assert str(info.value) == ("custom_op.txt:5: @gradient forwarddiff differentiates a Julia forward function with "
+                               "dual numbers, which Fortran subroutines cannot take: write the backward subroutine "
+                               "(@backward) instead")

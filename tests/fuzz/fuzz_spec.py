@@ -41,7 +41,7 @@ args = _common.parse_args(__doc__.split("\n\n")[0], PROPERTIES)
 from hypothesis import given, note  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from bridge.customop import OpSpec, SpecError, codegen, parse, parse_file  # noqa: E402
+from bridge.customop import OpSpec, SpecError, codegen, forwarddiff, parse, parse_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 trace = _common.Tracer(args.trace)
@@ -135,8 +135,11 @@ def check_spec(spec: OpSpec) -> str:
         assert isinstance(out, str) and out, f"{name} returned {type(out).__name__}"
     entries = codegen.entries_source(spec)
     assert entries is None or isinstance(entries, str)
+    gradient = forwarddiff.gradient_source(spec)  # @gradient forwarddiff
+    assert (gradient is None) == (not spec.gradient), "forwarddiff_source disagrees with @gradient"
     # Nothing from the spec may interpolate in the generated Julia (its templates have no '$').
-    for name, out in [("julia_stub", codegen.julia_stub(spec)), ("entries_source", entries or "")]:
+    for name, out in [("julia_stub", codegen.julia_stub(spec)), ("entries_source", entries or ""),
+                      ("forwarddiff_source", gradient or "")]:
         assert "$" not in out, f"{name} has a '$' (Julia interpolation) from the spec"
     script = codegen.gradtest_script(spec)
     compile(script, "gradtest.py", "exec")

@@ -33,12 +33,17 @@ BLOCKS = {
     ("docs/getting-started/install.md", "sh", "make demo"): (NOT_RUN, SETUP),
     ("docs/getting-started/first-op.md", "sh", "customop init Sinc"): (RUN, "tests/project/test_readme.py"),
     ("docs/getting-started/first-op.md", "", "Sinc\n"): (RUN, "tests/project/test_readme.py"),
+    ("docs/getting-started/first-op.md", "julia", "sinc(y, x) = (y .= sin.(x) ./ x; nothing)"):
+        (RUN, "tests/project/test_readme.py"),
     ("docs/getting-started/first-op.md", "julia", "sinc_grad"): (RUN, "tests/project/test_readme.py"),
     ("docs/getting-started/first-op.md", "python", "customop.load"): (RUN, "tests/project/test_readme.py"),
     ("docs/getting-started/first-op.md", "sh", "tfbridge gradtest ops/sinc"): (RUN, "tests/project/test_readme.py"),
     ("docs/getting-started/first-op.md", "python", "bridge.julia.eval("): (RUN, "tests/project/test_readme.py"),
     ("docs/guides/julia-ops.md", "python", "bridge.gradcheck(ops.softplus, x0)"):
         (RUN, "tests/project/test_readme.py"),
+    ("docs/guides/julia-ops.md", "", "op FdProbe: ops/fd_probe/custom_op.txt:5"):
+        (NOT_RUN, "an error message, which tests/customop/test_forwarddiff.py checks word for word "
+                  "(test_a_float64_buffer_is_refused_at_load)"),
     ("docs/guides/julia-packages.md", "sh", "--with-package SpecialFunctions"):
         (NOT_RUN, "Pkg.instantiate and Pkg.add need Julia's package registry, which tests cannot reach; "
                   "tests/julia/test_packages.py runs `init --with-package` against the depot"),

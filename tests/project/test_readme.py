@@ -57,7 +57,8 @@ def test_readme_performance_rows_are_the_performance_pages():
 
 def test_first_op_walkthrough_runs_end_to_end(tmp_path):
     """"Your first op, step by step": scaffold, stub, spec, Julia, build and call, gradtest, redefine;
-    then, in the same Julia, the interruptible loop of docs/internals/interrupts.md."""
+    then, in the same Julia, the interruptible loop of docs/internals/interrupts.md. The op's gradient comes
+    from ForwardDiff (@gradient forwarddiff), which the depot `make test` names (TFBRIDGE_JULIA_DEPOT) provides."""
     scaffold = block(FIRST_OP, "sh", "customop init Sinc")
     for line in scaffold.splitlines():
         command = line.split("#")[0].strip()
@@ -66,8 +67,10 @@ def test_first_op_walkthrough_runs_end_to_end(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert "function sinc(y, x)" in proc.stdout and "function sinc_grad(grad_x, grad_y, y, x)" in proc.stdout
     folder = tmp_path / "ops" / "sinc"
-    (folder / "custom_op.txt").write_text(block(FIRST_OP, "", "Sinc\n"))
-    (folder / "sinc.jl").write_text(block(FIRST_OP, "julia", "sinc_grad"))
+    spec = block(FIRST_OP, "", "Sinc\n")
+    assert spec.splitlines()[-1] == "@gradient forwarddiff", spec   # the quickest path: no backward function
+    (folder / "custom_op.txt").write_text(spec)
+    (folder / "sinc.jl").write_text(block(FIRST_OP, "julia", "sinc(y, x) = (y .= sin.(x) ./ x; nothing)"))
     solver = block("docs/internals/interrupts.md", "julia", "function my_solver!")
     interrupts = (f"\nbridge.julia.eval({solver!r})\n"
                   "bridge.julia.eval('step!(u) = (u .*= 2; nothing)')\n"
@@ -82,6 +85,18 @@ def test_first_op_walkthrough_runs_end_to_end(tmp_path):
     proc = _tfbridge(gradtest[len("tfbridge "):], tmp_path)
     assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert (folder / "gradcheck.png").is_file()
+
+
+def test_first_op_with_its_backward_function_written_by_hand(tmp_path):
+    """The same op with the page's hand-written sinc_grad in place of the @gradient line."""
+    folder = tmp_path / "ops" / "sinc"
+    folder.mkdir(parents=True)
+    spec = block(FIRST_OP, "", "Sinc\n")
+    (folder / "custom_op.txt").write_text(spec.replace("@gradient forwarddiff\n", ""))
+    (folder / "sinc.jl").write_text(block(FIRST_OP, "julia", "sinc(y, x) = (y .= sin.(x) ./ x; nothing)")
+                                    + block(FIRST_OP, "julia", "sinc_grad"))
+    out = _run(block(FIRST_OP, "python", "customop.load"), tmp_path)
+    assert "gradcheck PASS" in out
 
 
 def test_fortran_op_scaffold_commands(tmp_path):

@@ -17,6 +17,8 @@ from xdist.scheduler import LoadScopeScheduling
 #: Modules by CPU time, most first (what each took, in CPU seconds, where measured).
 LONGEST_FIRST: tuple[str, ...] = (
     "tests/julia/test_opimage.py",
+    "tests/customop/test_readonly_methods.py",   # about 100 s: one Julia process sweeping 655 methods
+    "tests/customop/test_forwarddiff.py",   # 84.5 (its three ops' builds included)
 )
 
 

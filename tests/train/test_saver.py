@@ -398,12 +398,14 @@ def test_concurrent_saves_to_one_prefix_all_succeed(tmp_path):
 
 
 #: Saves a checkpoint of 1.0s, then one of 2.0s to the same path, SIGKILLing itself at the
-#: KILL_AT-th file operation of that second save (saver.py's os and shutil calls).
+#: KILL_AT-th file operation of that second save (the os and shutil calls of saver.py, checkpoint_commit.py
+#: and checkpoint_management.py).
 KILL_AT_STEP = r"""
 import os, shutil, signal, sys
 import numpy as np
 import bridge
 from bridge import train
+from bridge.train import checkpoint_commit, checkpoint_management
 from bridge.train import saver as saver_module
 
 folder, stepped, kill_at = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
@@ -441,8 +443,9 @@ class Stepping:
         return step
 
 
-saver_module.os = Stepping(os, {"mkdir", "rename", "replace", "remove", "unlink", "rmdir", "fsync"})
-saver_module.shutil = Stepping(shutil, {"rmtree"})
+for module in (saver_module, checkpoint_commit, checkpoint_management):
+    module.os = Stepping(os, {"mkdir", "rename", "replace", "remove", "unlink", "rmdir", "fsync"})
+checkpoint_commit.shutil = Stepping(shutil, {"rmtree"})
 print("second", saver.save(sess, folder + "/model", global_step=1 if stepped else None), flush=True)
 print("finished after", calls, flush=True)
 """

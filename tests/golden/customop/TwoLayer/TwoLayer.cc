@@ -4,6 +4,7 @@
 // TwoLayerGrad runs two_layer_back!(grad_x, grad_w1, grad_b1, grad_w2, grad_b2, grad_y, grad_hidden, y, hidden, x, w1, b1, w2, b2, alpha, k, relu, mode).
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -97,6 +98,57 @@ absl::StatusOr<int64_t> DimHidden_1(int64_t h) {
   return SizeOf(FloorDiv(Size(h) + 1, 2), "TwoLayer: output 'hidden' dimension 1 is (h+1)//2", {{"h", h}});
 }
 
+// A spec `double` attribute travels as TF's float attribute `name` (32 bits:
+// all that graphs saved by older builds hold, and what TF's tools show) and the
+// int attribute `bits_name`, the double's IEEE 754 bits
+// (bridge/framework/double_attrs.py).  The bits count where they round to the
+// float, or both are NaN: the op's Python function sets both.  A float that
+// the bits do not round to was set alone (an older graph, a hand edit, TF's own
+// load_op_library wrapper) and is taken as it is.  All on the bits, with
+// integers: TF's threads flush subnormals to zero, which a cast would follow.
+uint32_t Float32Bits(uint64_t d) {  // rounded to nearest even; a NaN becomes the quiet NaN
+  const uint32_t sign = static_cast<uint32_t>(d >> 32) & 0x80000000u;
+  const int e = static_cast<int>((d >> 52) & 0x7ff);
+  const uint64_t m = d & 0xfffffffffffffull;
+  if (e == 0x7ff) return sign | (m != 0 ? 0x7fc00000u : 0x7f800000u);
+  if (e == 0) return sign;  // zero, or a double subnormal: far below float32's smallest subnormal
+  const int fe = e - 1023 + 127;  // float32's biased exponent
+  const int shift = fe > 0 ? 29 : 30 - fe;
+  if (shift > 54) return sign;
+  const uint64_t mant = m | (1ull << 52), kept = mant >> shift, rest = mant & ((1ull << shift) - 1);
+  const uint64_t half = 1ull << (shift - 1);
+  const uint64_t rounded = kept + ((rest > half || (rest == half && (kept & 1) != 0)) ? 1 : 0);
+  const uint64_t out = (fe > 0 ? static_cast<uint64_t>(fe - 1) << 23 : 0) + rounded;
+  return sign | (out >= 0x7f800000u ? 0x7f800000u : static_cast<uint32_t>(out));
+}
+
+uint64_t Float64Bits(uint32_t f) {  // exactly, subnormals included
+  const uint64_t sign = static_cast<uint64_t>(f >> 31) << 63;
+  const uint32_t e = (f >> 23) & 0xff, m = f & 0x7fffff;
+  if (e == 0xff) return sign | 0x7ff0000000000000ull | (static_cast<uint64_t>(m) << 29);
+  if (e != 0) return sign | (static_cast<uint64_t>(e + 1023 - 127) << 52) | (static_cast<uint64_t>(m) << 29);
+  if (m == 0) return sign;
+  const int top = 31 - __builtin_clz(m);  // a subnormal m * 2^-149: its leading one becomes the hidden bit
+  return sign | (static_cast<uint64_t>(top - 149 + 1023) << 52) |
+         ((static_cast<uint64_t>(m) << (52 - top)) & 0xfffffffffffffull);
+}
+
+bool IsNaN32(uint32_t f) { return (f & 0x7fffffffu) > 0x7f800000u; }
+bool IsNaN64(uint64_t d) { return (d & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+
+absl::Status DoubleAttr(OpKernelConstruction* ctx, const char* name, const char* bits_name, double* value) {
+  float f = 0;
+  int64_t bits = 0;
+  TF_RETURN_IF_ERROR(ctx->GetAttr(name, &f));
+  TF_RETURN_IF_ERROR(ctx->GetAttr(bits_name, &bits));
+  uint32_t f_bits = 0;
+  std::memcpy(&f_bits, &f, sizeof f_bits);
+  uint64_t d = static_cast<uint64_t>(bits);
+  if (Float32Bits(d) != f_bits && !(IsNaN32(f_bits) && IsNaN64(d))) d = Float64Bits(f_bits);
+  std::memcpy(value, &d, sizeof d);
+  return absl::OkStatus();
+}
+
 // Shape inference: the dimension that int attribute `attr` sizes.
 absl::Status AttrDim(InferenceContext* ctx, const char* attr, DimensionHandle* dim) {
   int64_t value;
@@ -150,6 +202,7 @@ REGISTER_OP("TwoLayer")
     .Output("y: double")
     .Output("hidden: float")
     .Attr("alpha: float = 0.5")
+    .Attr("alpha_f64bits: int = 4602678819172646912")
     .Attr("k: int >= 0 = 2")
     .Attr("relu: bool = true")
     .Attr("mode: string = \"fast\"")
@@ -161,7 +214,7 @@ REGISTER_OP("TwoLayer")
 class TwoLayerOp : public tfjl::JuliaKernel {
  public:
   explicit TwoLayerOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "two_layer!") {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("alpha", &alpha_));
+    OP_REQUIRES_OK(ctx, DoubleAttr(ctx, "alpha", "alpha_f64bits", &alpha_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("k", &k_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("relu", &relu_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("mode", &mode_));
@@ -261,7 +314,7 @@ class TwoLayerOp : public tfjl::JuliaKernel {
   }
 
  private:
-  float alpha_;
+  double alpha_;
   int64_t k_;
   bool relu_;
   std::string mode_;
@@ -297,6 +350,7 @@ REGISTER_OP("TwoLayerGrad")
     .Output("grad_w2: double")
     .Output("grad_b2: double")
     .Attr("alpha: float = 0.5")
+    .Attr("alpha_f64bits: int = 4602678819172646912")
     .Attr("k: int >= 0 = 2")
     .Attr("relu: bool = true")
     .Attr("mode: string = \"fast\"")
@@ -306,7 +360,7 @@ REGISTER_OP("TwoLayerGrad")
 class TwoLayerGradOp : public tfjl::JuliaKernel {
  public:
   explicit TwoLayerGradOp(OpKernelConstruction* ctx) : JuliaKernel(ctx, "two_layer_back!") {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("alpha", &alpha_));
+    OP_REQUIRES_OK(ctx, DoubleAttr(ctx, "alpha", "alpha_f64bits", &alpha_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("k", &k_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("relu", &relu_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("mode", &mode_));
@@ -372,7 +426,7 @@ class TwoLayerGradOp : public tfjl::JuliaKernel {
   }
 
  private:
-  float alpha_;
+  double alpha_;
   int64_t k_;
   bool relu_;
   std::string mode_;
