@@ -136,16 +136,10 @@ def _build_in_parallel(dirs: Sequence[str], jobs: Optional[int]) -> int:
 
 
 def _customop_stub(args: argparse.Namespace) -> int:
-    from bridge import customop
+    from bridge.customop import language
 
-    from bridge.customop import fortran
-
-    spec = fortran.resolve_language(customop.parse_file(Path(args.dir) / customop.SPEC_FILE), Path(args.dir))
-    if fortran.is_fortran(spec):  # the Fortran subroutines' skeletons
-        fortran.check_spec(spec)
-        sys.stdout.write(fortran.stub(spec))
-        return 0
-    sys.stdout.write(customop.julia_stub(spec))
+    spec, op_language = language.read(Path(args.dir))
+    sys.stdout.write(op_language.stub(spec))  # Julia functions, or Fortran subroutines (checked first)
     return 0
 
 

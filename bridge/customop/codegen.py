@@ -711,8 +711,8 @@ def scaffold_spec(name: str, fortran_types: Optional[Sequence[str]] = None,
 
 
 #: The templates whose output goes into a build (the others only scaffold).
-BUILD_TEMPLATES = ("kernel.cc.j2", "op_registration.cc.j2", "CMakeLists.txt.j2", "gradtest.py.j2", "entries.jl.j2",
-                   "second_gradient_op.cc.j2", "forwarddiff.jl.j2")
+BUILD_TEMPLATES = ("kernel.cc.j2", "op_registration.cc.j2", "kernel_macros.cc.j2", "CMakeLists.txt.j2",
+                   "gradtest.py.j2", "entries.jl.j2", "second_gradient_op.cc.j2", "forwarddiff.jl.j2")
 
 
 def template_files() -> list[Path]:

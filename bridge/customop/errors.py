@@ -1,8 +1,9 @@
 """SpecError, the one exception a malformed custom_op.txt raises, and the
-helpers that quote a spec's text in its messages."""
+helpers that quote a spec's text in its messages; BuildError, what a build
+that cannot finish raises."""
 from __future__ import annotations
 
-__all__ = ["SpecError", "printable", "show"]
+__all__ = ["SpecError", "BuildError", "printable", "show"]
 
 
 def printable(text: str) -> str:
@@ -27,3 +28,8 @@ class SpecError(ValueError):
         self.path = path
         self.line = line
         self.message = message
+
+
+class BuildError(RuntimeError):
+    """The op could not be built; the message shows the compiler's errors,
+    pointing at the generated source, and where the full log is."""

@@ -65,7 +65,8 @@ ATTR_TYPES = tuple(_ATTR_CXX)
 DEBUG_VARIABLE = "TFBRIDGE_FORTRAN_DEBUG"
 RELEASE_FLAGS = "-O2 -frecursive -ffree-line-length-none"
 DEBUG_FLAGS = "-O1 -g -frecursive -ffree-line-length-none -fcheck=all"
-TEMPLATES = ("fortran_kernel.cc.j2", "op_registration.cc.j2", "fortran_interface.f90.j2", "fortran_CMakeLists.txt.j2", "gradtest.py.j2")
+TEMPLATES = ("fortran_kernel.cc.j2", "op_registration.cc.j2", "kernel_macros.cc.j2", "fortran_interface.f90.j2",
+             "fortran_CMakeLists.txt.j2", "gradtest.py.j2")
 
 
 def output_pool_header() -> Path:
@@ -88,10 +89,6 @@ def resolve_language(spec: OpSpec, directory: Path) -> OpSpec:
     if (directory / source_file_name(spec)).is_file() and not (directory / codegen.julia_file_name(spec)).is_file():
         return dataclasses.replace(spec, language="fortran")
     return spec
-
-
-def is_fortran(spec: OpSpec) -> bool:
-    return spec.language == "fortran"
 
 
 def size_subroutine(spec: OpSpec) -> str:

@@ -162,8 +162,7 @@ def main(op_dir: Union[str, Path], inputs: Mapping[str, Any], attrs: Mapping[str
     or could not tell, with the reason printed).  ``built_from``: the spec
     the samples were generated from (the build folder's copy); a folder
     whose spec has changed since is not tested with them."""
-    import bridge
-    from bridge.grad.gradient_check import CANNOT_TEST, CONSTANT, FAIL as FAILED, write_plot
+    from bridge.grad.gradient_check import CANNOT_TEST, CONSTANT, FAIL as FAILED, gradcheck, write_plot
     from bridge.grad.check_verdict import NOT_TWICE_DIFFERENTIABLE
     from . import SPEC_FILE, load, parse_file
     from .spec import grad_inputs, grad_outputs, has_gradient, snake_case
@@ -202,7 +201,7 @@ def main(op_dir: Union[str, Path], inputs: Mapping[str, Any], attrs: Mapping[str
         return function(*[merged[a.name] for a in spec.inputs], **keywords)
 
     try:
-        result = bridge.gradcheck(op, [values[name] for name in floats], names=floats, order=args.order,
+        result = gradcheck(op, [values[name] for name in floats], names=floats, order=args.order,
                                   output_names=[a.name for a in grad_outputs(spec)])
     except Exception as exc:  # the op failed on these inputs: say so, and how to give others
         message = str(exc).strip() or type(exc).__name__

@@ -68,24 +68,16 @@ def test_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-#: Modules that still import the package itself (``import bridge``, then
-#: ``bridge.load_op_library(...)``): a circle through bridge/__init__.py's lazy
-#: table, which names them.  bridge/customop/ is being rewritten (issue 41, "an
-#: op's language is decided in a dozen places"); importing the rooms below
-#: (``bridge.ops.op_library``, ...) in its place ends these.  The list only
-#: shrinks: test_only_the_listed_modules_import_the_package_itself.
-PACKAGE_IMPORTERS_PENDING = frozenset({"bridge.customop", "bridge.customop.gradtest"})
-
-
-def test_only_the_listed_modules_import_the_package_itself() -> None:
+def test_no_module_imports_the_package_itself() -> None:
+    """``import bridge`` inside bridge/ (then ``bridge.load_op_library(...)``) is a
+    circle through bridge/__init__.py's lazy table: a module imports the room
+    that defines the name (``bridge.ops.op_library``) instead."""
     graph = import_graph()
-    assert {module for module, deps in graph.items() if ROOT in deps} == PACKAGE_IMPORTERS_PENDING
+    assert sorted(module for module, deps in graph.items() if ROOT in deps) == []
 
 
 def test_bridge_has_no_import_cycle() -> None:
-    graph = {module: deps - {ROOT} if module in PACKAGE_IMPORTERS_PENDING else deps
-             for module, deps in import_graph().items()}
-    cycle = find_cycle(graph)
+    cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
