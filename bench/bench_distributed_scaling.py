@@ -14,7 +14,8 @@ shard's source, a squared misfit, the op's gradient (colocated); the
 gradients averaged on the ps, one GradientDescent apply.  With 1 worker a
 step handles one shard, with 2 workers two shards at once: weak scaling,
 what adding a machine to data-parallel training buys.  The two modes
-alternate round by round on the same cluster, the best round of each kept.
+alternate round by round on the same cluster (BENCH_ROUNDS, 5 by default);
+each figure is the median of its rounds, with their spread.
 
 Each worker's Julia start (as its `tfbridge server` ready line reports it)
 is printed: it is part of the user's wait before the first step.
@@ -43,7 +44,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the bridge loads Te
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402  (also puts tests/ on sys.path)
+from _common import Figure, ratio, report  # noqa: E402  (also puts tests/ on sys.path)
 
 import bridge  # noqa: E402
 from bridge import customop, distribute, ops  # noqa: E402
@@ -97,25 +98,35 @@ def cpu_probe(processes: int) -> float:
     return max(float(p.communicate(timeout=300)[0]) for p in procs)
 
 
-def spin_step_seconds(spin, cluster, workers: int) -> float:
-    """Best of 3 runs of one step of ``workers`` SPIN_SECONDS Julia spins, one per worker."""
-    g = bridge.Graph()
-    with g.as_default():
-        x = bridge.placeholder(bridge.float64, [3], name="x")
-        seconds = bridge.placeholder(bridge.float64, [], name="seconds")
-        outs = []
-        for i in range(workers):
-            with bridge.device(f"/job:worker/task:{i}"):
-                outs.append(spin(x, seconds))
-    feed = {x: np.ones(3), seconds: SPIN_SECONDS}
-    with distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=60) as sess:
-        sess.run(outs, feed)
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
+def spin_step_seconds(spin, cluster, rounds: int = 3) -> dict[int, Figure]:
+    """One step of ``workers`` SPIN_SECONDS Julia spins, one per worker, for 1
+    and 2 workers in alternating rounds."""
+    runs, sessions = {}, []
+    try:
+        for workers in (1, 2):
+            g = bridge.Graph()
+            with g.as_default():
+                x = bridge.placeholder(bridge.float64, [3], name="x")
+                seconds = bridge.placeholder(bridge.float64, [], name="seconds")
+                outs = []
+                for i in range(workers):
+                    with bridge.device(f"/job:worker/task:{i}"):
+                        outs.append(spin(x, seconds))
+            sess = distribute.Session(cluster.spec, ("worker", 0), graph=g, timeout=60)
+            sessions.append(sess)
+            feed = {x: np.ones(3), seconds: SPIN_SECONDS}
             sess.run(outs, feed)
-            best = min(best, time.perf_counter() - t0)
-    return best
+            runs[workers] = (sess, outs, feed)
+        took: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(rounds):
+            for workers, (sess, outs, feed) in runs.items():
+                t0 = time.perf_counter()
+                sess.run(outs, feed)
+                took[workers].append(time.perf_counter() - t0)
+    finally:
+        for sess in sessions:
+            sess.close()
+    return {workers: Figure(values) for workers, values in took.items()}
 
 
 def main() -> None:
@@ -155,38 +166,41 @@ def main() -> None:
             count = max(1, int(count * SHARD_SECONDS / took))
         for workers in (1, 2):
             step(workers, count)  # warm-up at the final size
-        best = {1: float("inf"), 2: float("inf")}
-        probe = {1: float("inf"), 2: float("inf")}
+        step_s: dict[int, list[float]] = {1: [], 2: []}
+        probe_s: dict[int, list[float]] = {1: [], 2: []}
         for _ in range(ROUNDS):
             for workers in (1, 2):
                 t0 = time.perf_counter()
                 for _ in range(STEPS_PER_ROUND):
                     step(workers, count)
-                best[workers] = min(best[workers], (time.perf_counter() - t0) / STEPS_PER_ROUND)
-                probe[workers] = min(probe[workers], cpu_probe(workers))
+                step_s[workers].append((time.perf_counter() - t0) / STEPS_PER_ROUND)
+                probe_s[workers].append(cpu_probe(workers))
         for sess in sessions.values():
             sess.close()
-        spins = {workers: spin_step_seconds(spin, cluster, workers) for workers in (1, 2)}
+        best = {workers: Figure(values) for workers, values in step_s.items()}
+        probe = {workers: Figure(values) for workers, values in probe_s.items()}
+        spins = spin_step_seconds(spin, cluster)
     from bridge.julia import host
 
     if host.is_initialized():
         raise RuntimeError("the client started Julia: the op must run on the workers only")
-    one, two = 1 / best[1], 2 / best[2]
-    cores, load = os.cpu_count(), os.getloadavg()[0]
+    one, two = best[1].map(lambda t: 1 / t), best[2].map(lambda t: 2 / t)
+    cores = os.cpu_count()
     rows = [(f"worker {i}: Julia start (tfbridge server ready line)", s, "s") for i, (s, _) in enumerate(starts)]
     rows += [(f"worker {i}: op folder loaded after Julia started", o, "s") for i, (_, o) in enumerate(starts)]
     rows += [(f"heat steps per shard ({N} points, op + gradient)", count, ""),
-             ("1 worker: step (one shard)", best[1] * 1e3, "ms"),
-             ("2 workers: step (two shards, one per worker)", best[2] * 1e3, "ms"),
+             ("1 worker: step (one shard)", best[1].map(lambda t: t * 1e3), "ms"),
+             ("2 workers: step (two shards, one per worker)", best[2].map(lambda t: t * 1e3), "ms"),
              ("1 worker: throughput (anchor)", one, "shards/s"),
              ("2 workers: throughput", two, "shards/s")]
-    rows += [("the machine's ceiling: 2 CPU-bound processes' throughput / 1's", 2 * probe[1] / probe[2], "x"),
-             (f"1 worker: one {SPIN_SECONDS:g} s Julia spin", spins[1] * 1e3, "ms"),
-             (f"2 workers: one {SPIN_SECONDS:g} s Julia spin each, one step", spins[2] * 1e3, "ms"),
-             ("overlap: 2-worker spin step / 1-worker (1.0 = fully parallel)", spins[2] / spins[1], "x")]
+    rows += [("the machine's ceiling: 2 CPU-bound processes' throughput / 1's",
+              ratio(probe[1], probe[2]).map(lambda r: 2 * r), "x"),
+             (f"1 worker: one {SPIN_SECONDS:g} s Julia spin", spins[1].map(lambda t: t * 1e3), "ms"),
+             (f"2 workers: one {SPIN_SECONDS:g} s Julia spin each, one step", spins[2].map(lambda t: t * 1e3), "ms"),
+             ("overlap: 2-worker spin step / 1-worker (1.0 = fully parallel)", ratio(spins[2], spins[1]), "x")]
     report(f"Data-parallel scaling of a Julia-op-heavy step (this machine has {cores} cores, shared by the two "
-           f"workers' solvers and everything else running: load average {load:.1f} at the end)", rows,
-           "2 workers / 1 worker throughput", two / one, f">= 1.8x, with {cores} cores free")
+           f"workers' solvers and everything else running; the load at the end)", rows,
+           "2 workers / 1 worker throughput", ratio(two, one), f">= 1.8x, with {cores} cores free")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ for stock TF): an MLP's variables on the ps, one tower per worker fed its own
 batch of 16, the towers' gradients averaged on the ps, one GradientDescent
 apply; a step is one ``run([loss, train], feed)``.  Both clusters run at once
 (six server processes); stock TF's client is a child process that times a
-round when told to, so the modes alternate round by round and each keeps its
-best round (noise from other tenants lands on both).  Before timing, both
+round when told to, so the modes alternate round by round (noise from other
+tenants lands on both); each figure is the median of its rounds, with their
+spread, and the ratio the median of the paired rounds' ratios.  Before timing, both
 sides train CHECK steps from the same values: their losses must agree to
 1e-12.
 """
@@ -30,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the bridge loads Te
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, report  # noqa: E402  (also puts tests/ on sys.path)
+from _common import REPO, Figure, ratio, report  # noqa: E402  (also puts tests/ on sys.path)
 
 from bridge import distribute  # noqa: E402
 from support.cluster import local_cluster  # noqa: E402
@@ -125,21 +126,21 @@ def main() -> None:
                     fixed = feed_of(feeds, case["batches"][-1])
                     for _ in range(10):  # warm-up, as the anchor's check steps were
                         sess.run([loss, train], fixed)
-                    best = {"bridge": float("inf"), "tf": float("inf")}
+                    rounds: dict[str, list[float]] = {"bridge": [], "tf": []}
                     for _ in range(ROUNDS):
                         t0 = time.perf_counter()
                         for _ in range(CALLS):
                             sess.run([loss, train], fixed)
-                        best["bridge"] = min(best["bridge"], (time.perf_counter() - t0) / CALLS)
-                        best["tf"] = min(best["tf"], anchor.round(CALLS))
+                        rounds["bridge"].append((time.perf_counter() - t0) / CALLS * 1e6)
+                        rounds["tf"].append(anchor.round(CALLS) * 1e6)
         finally:
             anchor.close()
-    ours, theirs = best["bridge"] * 1e6, best["tf"] * 1e6
+    ours, theirs = Figure(rounds["bridge"]), Figure(rounds["tf"])
     report("Sync data-parallel training step, loopback cluster (1 ps, 2 workers; 2-core machine)",
            [("bridge: distribute.Session + tfbridge servers", ours, "us/step"),
             ("stock TF: tf.compat.v1 Session + train.Server (anchor)", theirs, "us/step"),
             (f"losses of the first {CHECK} steps agree to 1e-12", CHECK, "steps")],
-           "bridge / stock TF", ours / theirs, "<= 1.0x")
+           "bridge / stock TF", ratio(ours, theirs), "<= 1.0x")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 through the tf_bridge module, against the same call from Python
 (bridge.load_saved_model's signature: Session.run with feeds and fetches) and
 against the same MLP written with Fortran's matmul.  The Fortran program
-times both of its modes in alternating rounds; the Python side runs between
-its launches; the best of each is kept."""
+times both of its modes in alternating rounds and prints each round; the
+Python side times as many rounds between its launches; each figure is the
+median of all the rounds, with their spread."""
 import subprocess
 import sys
 import tempfile
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, per_call_us, report  # noqa: E402
+from _common import Figure, ratio, ratio_line, report, time_round  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import fortran, ops  # noqa: E402
@@ -36,7 +37,7 @@ program bench
   real(c_float) :: ys(4,%(batch)d), native(4,%(batch)d)
   real(c_float) :: w1(32,8), b1(32), w2(32,32), b2(32), w3(4,32), b3(4)
   integer(int64) :: t0, t1, rate
-  real(8) :: best_tf, best_native
+  real(8) :: us_tf, us_native
   character(len=1024) :: dir
   integer :: i, r, u
   call get_command_argument(1, dir)
@@ -46,8 +47,6 @@ program bench
   read(u) xs, w1, b1, w2, b2, w3, b3
   close(u)
   call tf_tensor_from(x(1), xs, st)
-  best_tf = huge(1d0)
-  best_native = huge(1d0)
   call system_clock(count_rate=rate)
   do r = 1, rounds
     call system_clock(t0)
@@ -56,17 +55,17 @@ program bench
       call tf_to_array(y(1), ys, st)
     end do
     call system_clock(t1)
-    best_tf = min(best_tf, real(t1 - t0, 8) / rate / calls)
+    us_tf = real(t1 - t0, 8) / rate / calls * 1d6
     call system_clock(t0)
     do i = 1, calls
       call mlp(xs, native)
     end do
     call system_clock(t1)
-    best_native = min(best_native, real(t1 - t0, 8) / rate / calls)
+    us_native = real(t1 - t0, 8) / rate / calls * 1d6
+    print '(a,i0,1x,f12.3,1x,f12.4)', "round", r, us_tf, us_native
   end do
   if (.not. st%%ok()) error stop "run"
   print '(a,es12.4)', "maxdiff ", maxval(abs(ys - native))
-  print '(a,f12.3,1x,f12.4)', "us ", best_tf * 1d6, best_native * 1d6
 contains
   subroutine mlp(x, out)
     real(c_float), intent(in) :: x(:,:)
@@ -122,25 +121,31 @@ def main() -> None:
                         *fortran.flags().split()], check=True, timeout=600, cwd=folder)
         model = bridge.load_saved_model(folder / "export")
         signature = model.signatures["serving_default"]
-        best = {"fortran": float("inf"), "native": float("inf"), "python": float("inf")}
+        rounds: dict[str, list[float]] = {"fortran": [], "native": [], "python": []}
         for _ in range(LAUNCHES):
             done = subprocess.run([str(folder / "bench"), str(folder / "export")], capture_output=True, text=True,
                                   timeout=600, cwd=folder, env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
             if done.returncode:
                 raise RuntimeError(done.stdout + done.stderr[-3000:])
-            lines = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
-            assert float(lines["maxdiff"]) < 1e-4, lines   # the native MLP computes what TF does
-            tf_us, native_us = map(float, lines["us"].split())
-            best["fortran"] = min(best["fortran"], tf_us)
-            best["native"] = min(best["native"], native_us)
-            best["python"] = min(best["python"], per_call_us(lambda: signature(x=xs), CALLS, repeats=3))
+            lines = [line.split() for line in done.stdout.splitlines() if line.strip()]
+            maxdiff = [float(parts[1]) for parts in lines if parts[0] == "maxdiff"]
+            assert maxdiff and maxdiff[0] < 1e-4, done.stdout   # the native MLP computes what TF does
+            for parts in lines:
+                if parts[0].startswith("round"):
+                    rounds["fortran"].append(float(parts[-2]))
+                    rounds["native"].append(float(parts[-1]))
+            # The Python side's rounds, between the Fortran program's launches (never at once).
+            signature(x=xs)
+            for _ in range(7):
+                rounds["python"].append(time_round(lambda: signature(x=xs), CALLS)[0])
         model.close()
+    best = {mode: Figure(values) for mode, values in rounds.items()}
     report(f"MLP {'x'.join(map(str, SIZES))} on a batch of {BATCH} (float32), per call",
            [("Fortran loop, tf_bridge (run + tf_to_array)", best["fortran"], "us/call"),
             ("Python, bridge signature (Session.run)", best["python"], "us/call"),
             ("Fortran loop, native matmul MLP", best["native"], "us/call")],
-           "tf_bridge from Fortran / Python Session.run", best["fortran"] / best["python"], "< 1x")
-    print(f"  {'tf_bridge from Fortran / native Fortran MLP':<48s} {best['fortran'] / best['native']:12.3f}x")
+           "tf_bridge from Fortran / Python Session.run", ratio(best["fortran"], best["python"]), "< 1x")
+    ratio_line("tf_bridge from Fortran / native Fortran MLP", ratio(best["fortran"], best["native"]))
 
 
 if __name__ == "__main__":

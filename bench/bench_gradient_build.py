@@ -13,9 +13,11 @@ Three cases, the same graphs on both sides (raw ops, the same weights):
 
 Each side runs in its own fresh interpreter (TensorFlow never shares a
 process with the bridge), which builds the forward graph anew before every
-timed call and keeps its best of REPEATS calls; the two sides alternate for
-ROUNDS rounds and the best of each is compared, so that noise from other
-tenants of the machine lands on both.  Each side then runs its gradients
+timed call and reports the median of its REPEATS calls; the two sides
+alternate for ROUNDS rounds (BENCH_ROUNDS, 3 by default), so that noise from
+other tenants of the machine lands on both, and each figure is the median of
+the rounds, printed with their spread; the ratio is the median of the
+paired rounds' ratios.  Each side then runs its gradients
 once on the same input, and the sums must agree, so that both built the
 same thing.  A case the bridge cannot differentiate yet is reported as such
 (with the error), not as a crash.
@@ -25,7 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_anchor  # noqa: E402
+from _common import Figure, load_average, ratio, ratio_line, run_anchor  # noqa: E402
 
 REPO = str(Path(__file__).resolve().parent.parent)
 ROUNDS = int(__import__("os").environ.get("BENCH_ROUNDS", "3"))
@@ -50,14 +52,14 @@ TIMING = '''
 import json, time, traceback
 
 def timed(build, differentiate, repeats):
-    best, out = float("inf"), None
+    took, out = [], None
     for _ in range(repeats):
         g, feed, loss, params = build()
         t0 = time.perf_counter()
         grads = differentiate(g, loss, params)
-        best = min(best, time.perf_counter() - t0)
+        took.append(time.perf_counter() - t0)
         out = (g, feed, grads, sum(1 for _ in g.get_operations()))
-    return best, out
+    return sorted(took)[len(took) // 2], out
 
 def case(name, build, differentiate, repeats, run):
     try:
@@ -174,15 +176,19 @@ TITLES = {"mlp": "gradient of a 50-layer MLP (100 params)",
 
 
 def main() -> None:
-    best = {"ours": {}, "tf": {}}
-    for _ in range(ROUNDS):  # alternate the two sides; keep each case's best round
+    rounds: dict = {"ours": {}, "tf": {}}
+    for _ in range(ROUNDS):  # alternate the two sides
         for side, code in (("ours", OURS), ("tf", ANCHOR)):
             for key, result in run_anchor(code, timeout=1200).items():
-                kept = best[side].get(key)
-                if kept is None or "error" in kept or result.get("seconds", float("inf")) < kept["seconds"]:
-                    best[side][key] = result
-    print(f"Gradient graph build, bridge.gradients vs tf.gradients (best of {ROUNDS} rounds x calls, "
-          "fresh interpreters)")
+                rounds[side].setdefault(key, []).append(result)
+    best: dict = {"ours": {}, "tf": {}}
+    for side, cases in rounds.items():
+        for key, results in cases.items():
+            errors = [r for r in results if "error" in r]
+            best[side][key] = errors[0] if errors else dict(results[-1], seconds=Figure(
+                [r["seconds"] for r in results]))
+    print(f"Gradient graph build, bridge.gradients vs tf.gradients (medians of {ROUNDS} alternating rounds, "
+          f"each the median of its calls; fresh interpreters)   ({load_average()})")
     failed = []
     for key, title in TITLES.items():
         ours, tf = best["ours"][key], best["tf"][key]
@@ -190,16 +196,17 @@ def main() -> None:
             raise SystemExit(f"stock TF failed on {key}: {tf['error']}")
         if "error" in ours:
             print(f"  {title}: the bridge cannot build it yet -- {ours['error']}")
-            print(f"  {'  TensorFlow':<48s} {tf['seconds'] * 1e3:12.2f} ms")
+            ratio_line("  TensorFlow", tf["seconds"].map(lambda t: t * 1e3), digits=2, unit=" ms")
             failed.append(key)
             continue
         if abs(ours["sum"] - tf["sum"]) > 1e-3 * max(1.0, abs(tf["sum"])):
             raise SystemExit(f"{key}: the two gradients differ: {json.dumps(ours)} vs {json.dumps(tf)}")
-        ratio = ours["seconds"] / tf["seconds"]
         print(f"  {title}")
-        print(f"  {'  bridge.gradients':<48s} {ours['seconds'] * 1e3:12.2f} ms   ({ours['ops']} ops in the graph)")
-        print(f"  {'  tf.gradients':<48s} {tf['seconds'] * 1e3:12.2f} ms   ({tf['ops']} ops in the graph)")
-        print(f"  {'  bridge / TensorFlow':<48s} {ratio:12.3f}x   (goal: <= 1.0x)")
+        ratio_line("  bridge.gradients", ours["seconds"].map(lambda t: t * 1e3), f"   ({ours['ops']} ops in the graph)",
+                   digits=2, unit=" ms")
+        ratio_line("  tf.gradients", tf["seconds"].map(lambda t: t * 1e3), f"   ({tf['ops']} ops in the graph)",
+                   digits=2, unit=" ms")
+        ratio_line("  bridge / TensorFlow", ratio(ours["seconds"], tf["seconds"]), "   (goal: <= 1.0x)")
     if failed:
         print(f"  not measured (the bridge failed): {', '.join(failed)}")
 

@@ -5,7 +5,9 @@ Both run in fresh interpreters and time themselves from before their first
 import to the last op; the graph is 250 x (MatMul, a Python-constant AddV2
 input converted to a Const, AddV2, Tanh) on a Placeholder, as tf.raw_ops and
 as the generated functions build it.  Both then run the graph once on the
-same input, outside the timing, to check they built the same thing.
+same input, outside the timing, to check they built the same thing.  The two
+sides alternate for BENCH_ROUNDS rounds (5 by default); each figure is the
+median of its rounds, with their spread.
 """
 import json
 import sys
@@ -13,7 +15,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report, run_anchor  # noqa: E402
+import os  # noqa: E402
+
+from _common import Figure, ratio, report, run_anchor  # noqa: E402
 
 REPO = str(Path(__file__).resolve().parent.parent)
 STEPS = 250  # 4 ops each
@@ -66,20 +70,30 @@ print(json.dumps({{"total": t2 - t0, "import": t1 - t0, "build": t2 - t1, "n": n
 '''
 
 
-def best(code: str, runs: int = 3) -> dict:
-    results = [run_anchor(code) for _ in range(runs)]
-    return min(results, key=lambda r: r["total"])
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+
+
+def medians(results: list[dict]) -> dict:
+    """Each timed field as a Figure of the rounds; the others from the last round."""
+    out = dict(results[-1])
+    for key in ("total", "import", "ops", "build"):
+        if key in out:
+            out[key] = Figure([r[key] for r in results])
+    return out
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as cache:  # the first import ever: generates bridge.ops
         cold = run_anchor(OURS.replace("CACHE = None", f"CACHE = {cache!r}"))
     run_anchor(OURS)  # make sure the user's cache holds the module
-    ours = best(OURS)
-    anchor = best(ANCHOR)
+    rounds: dict[str, list[dict]] = {"ours": [], "anchor": []}
+    for _ in range(ROUNDS):
+        rounds["ours"].append(run_anchor(OURS))
+        rounds["anchor"].append(run_anchor(ANCHOR))
+    ours, anchor = medians(rounds["ours"]), medians(rounds["anchor"])
     if ours["n"] != anchor["n"] or abs(ours["value"] - anchor["value"]) > 1e-3 * abs(anchor["value"]):
         raise SystemExit(f"the two graphs differ: {json.dumps(ours)} vs {json.dumps(anchor)}")
-    report(f"Import + build a {ours['n']}-op graph (best of 3, fresh interpreters)", [
+    report(f"Import + build a {ours['n']}-op graph (medians of {ROUNDS} alternating rounds, fresh interpreters)", [
         ("bridge: import bridge", ours["import"], "s"),
         ("bridge: import bridge.ops (TF libs + module)", ours["ops"], "s"),
         ("bridge: build the graph", ours["build"], "s"),
@@ -88,8 +102,8 @@ def main() -> None:
         ("TensorFlow: import tensorflow", anchor["import"], "s"),
         ("TensorFlow: build the graph", anchor["build"], "s"),
         ("TensorFlow: total (anchor)", anchor["total"], "s"),
-        ("graph build alone, bridge / TensorFlow", ours["build"] / anchor["build"], "x"),
-    ], "bridge / TensorFlow (total)", ours["total"] / anchor["total"], "<= 0.5x")
+        ("graph build alone, bridge / TensorFlow", ratio(ours["build"], anchor["build"]), "x"),
+    ], "bridge / TensorFlow (total)", ratio(ours["total"], anchor["total"]), "<= 0.5x")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ANCHOR_TIMER, checked_runner, interleaved_per_call_us, julia_op,  # noqa: E402
-                     report, run_anchor)
+from _common import (AnchorProcess, Figure, alternating_rounds, checked_runner, difference,  # noqa: E402
+                     julia_op, ratio, ratio_line, report)
 from support.build import op_chain  # noqa: E402  (tests/, put on sys.path by _common)
 
 import bridge  # noqa: E402
@@ -52,8 +52,8 @@ def runner(graph_x_y, config, sessions: list):
     return checked_runner(g, x, y, np.linspace(-1, 1, SIZE), config, sessions, tanh_chain)
 
 
-def per_op_us(runners: dict) -> dict:
-    return {name: us / CHAIN for name, us in interleaved_per_call_us(runners, CALLS).items()}
+def per_op_us(runners: dict) -> dict[str, Figure]:
+    return {name: us.map(lambda v: v / CHAIN) for name, us in alternating_rounds(runners, CALLS).items()}
 
 
 native_graph, julia_graph = chain(ops.tanh), chain(jl.jl_tanh)
@@ -68,20 +68,39 @@ if GIL_PROBE in sys.argv:
                        "julia": runner(julia_graph, inline, probe_sessions)})
     for sess in probe_sessions:
         sess.close()
-    print(json.dumps(probe))
+    print(json.dumps({name: fig.samples for name, fig in probe.items()}))
     sys.exit(0)
 inline_native = bridge.SessionConfig(inter_op_parallelism_threads=-1, disable_meta_optimizer=True)
 default = bridge.SessionConfig(disable_meta_optimizer=True)
 callers_thread = bridge.SessionConfig(inline_small_graphs=CHAIN + 10, disable_meta_optimizer=True)
+# Stock TF's tf.numpy_function chain, in a process of its own that times a
+# round when asked, so that it alternates with the bridge's modes.
+NUMPY_FUNCTION = "tf.numpy_function(np.tanh), stock TF (anchor)"
+numpy_function_anchor = AnchorProcess(f"""
+import numpy as np, tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+x = tf.compat.v1.placeholder(tf.float64, [{SIZE}])
+y = x
+for _ in range({CHAIN}):
+    y = tf.numpy_function(np.tanh, [y], tf.float64)
+sess = tf.compat.v1.Session()
+value = np.linspace(-1, 1, {SIZE})
+ANCHOR_FNS = {{"run": lambda: sess.run(y, {{x: value}})}}
+""")
 sessions: list = []
-results = per_op_us({
-    "native Tanh, default executor": runner(native_graph, default, sessions),
-    "native Tanh, inline executor": runner(native_graph, inline_native, sessions),
-    "native Tanh, on Julia's thread (julia_thread)": runner(native_graph, inline, sessions),
-    "Julia op, direct on Julia's thread (inline)": runner(julia_graph, inline, sessions),
-    "Julia op, TF's pool threads post to Julia": runner(julia_graph, default, sessions),
-    "Julia op, caller's thread runs the graph": runner(julia_graph, callers_thread, sessions),
-})
+try:
+    results = per_op_us({
+        "native Tanh, default executor": runner(native_graph, default, sessions),
+        "native Tanh, inline executor": runner(native_graph, inline_native, sessions),
+        "native Tanh, on Julia's thread (julia_thread)": runner(native_graph, inline, sessions),
+        "Julia op, direct on Julia's thread (inline)": runner(julia_graph, inline, sessions),
+        "Julia op, TF's pool threads post to Julia": runner(julia_graph, default, sessions),
+        "Julia op, caller's thread runs the graph": runner(julia_graph, callers_thread, sessions),
+        # A tenth of the calls: each of its runs is 100 Python calls.
+        NUMPY_FUNCTION: numpy_function_anchor.mode("run", CALLS // 10),
+    })
+finally:
+    numpy_function_anchor.close()
 entry_calls = bridge.julia.entry_calls()
 # The same direct run through the generic path: jl_call, dispatch on
 # TFBridge.protect, arguments as std::vector<tfjl::Arg>.
@@ -90,26 +109,15 @@ results.update(per_op_us({"Julia op, direct, generic path (no entry)": runner(ju
 assert bridge.julia.entry_calls() == entry_calls, "the generic run went through the entry"
 for sess in sessions:
     sess.close()
-numpy_function = run_anchor(ANCHOR_TIMER + f'''
-import json, numpy as np, tensorflow as tf
-tf.compat.v1.disable_eager_execution()
-x = tf.compat.v1.placeholder(tf.float64, [{SIZE}])
-y = x
-for _ in range({CHAIN}):
-    y = tf.numpy_function(np.tanh, [y], tf.float64)
-sess = tf.compat.v1.Session()
-value = np.linspace(-1, 1, {SIZE})
-print(json.dumps({{"us": per_call_us(lambda: sess.run(y, {{x: value}}), {CALLS} // 10) / {CHAIN}}}))
-''')["us"]
-results["tf.numpy_function(np.tanh), stock TF (anchor)"] = numpy_function
+numpy_function = results[NUMPY_FUNCTION]
 # The Julia function alone, called from Julia: the part of an op's cost the
 # bridge cannot remove (Julia's tanh is exact and scalar; Eigen's is a
 # vectorised approximation).
-results["jl_tanh alone, called in Julia (no TF, no bridge)"] = bridge.julia.eval(f"""
+results["jl_tanh alone, called in Julia (no TF, no bridge)"] = Figure(bridge.julia.eval(f"""
     let x = collect(range(-1, 1, length={SIZE})), y = similar(x)
         jl_tanh(y, x)
-        minimum(@elapsed(for _ in 1:100_000; jl_tanh(y, x); end) for _ in 1:5) / 100_000 * 1e6
-    end""")
+        [@elapsed(for _ in 1:100_000; jl_tanh(y, x); end) / 100_000 * 1e6 for _ in 1:15]
+    end"""))
 
 rows = [(k, v, "us/op") for k, v in results.items()]
 direct = results["Julia op, direct on Julia's thread (inline)"]
@@ -118,29 +126,25 @@ callers = results["Julia op, caller's thread runs the graph"]
 same_thread = results["native Tanh, on Julia's thread (julia_thread)"]
 # Like for like: both chains in a Session(julia_thread=True), so both pay for
 # handing the run to Julia's thread and back.
-report("Chain of 100 ops, tanh on 10 doubles", rows,
-       "Julia direct / native, both on Julia's thread", direct / same_thread, "<= 2x")
-
-
-def line(label: str, ratio: float, note: str = "") -> None:
-    print(f"  {label:<48s} {ratio:12.3f}x{note}")
-
-
-line("Julia direct / native inline in the caller", direct / results["native Tanh, inline executor"])
-line("Julia direct / native (default executor)", direct / results["native Tanh, default executor"])
-line("generic path / compiled entry (direct)", results["Julia op, direct, generic path (no entry)"] / direct)
+report("Chain of 100 ops, tanh on 10 doubles (medians of alternating rounds)", rows,
+       "Julia direct / native, both on Julia's thread", ratio(direct, same_thread), "<= 2x")
+ratio_line("the same in process CPU time", ratio(direct.cpu, same_thread.cpu))
+ratio_line("Julia direct / native inline in the caller", ratio(direct, results["native Tanh, inline executor"]))
+ratio_line("Julia direct / native (default executor)", ratio(direct, results["native Tanh, default executor"]))
+ratio_line("generic path / compiled entry (direct)", ratio(results["Julia op, direct, generic path (no entry)"],
+                                                              direct))
 body = results["jl_tanh alone, called in Julia (no TF, no bridge)"]
-line("bridge cost per op: (direct - body) / native", (direct - body) / same_thread,
-     "   (same-thread native)")
+ratio_line("bridge cost per op: (direct - body) / native", ratio(difference(direct, float(body)), same_thread),
+           "   (same-thread native)")
 proc = subprocess.run([sys.executable, __file__, GIL_PROBE], capture_output=True, text=True, timeout=900,
                       env={**os.environ, "TFBRIDGE_JULIA_GIL": "1"})
 if proc.returncode:
     raise RuntimeError(f"the run with the GIL failed:\n{proc.stderr[-3000:]}")
-with_gil = json.loads(proc.stdout.strip().splitlines()[-1])
-line("Julia direct / native, GIL around each entry", with_gil["julia"] / with_gil["native"],
-     "   (TFBRIDGE_JULIA_GIL=1, another process)")
+with_gil = {name: Figure(samples) for name, samples in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
+gil_ratio = ratio(with_gil["julia"], with_gil["native"])
+ratio_line("Julia direct / native, GIL around each entry", gil_ratio, "   (TFBRIDGE_JULIA_GIL=1, another process)")
 print(f"  {'GIL per entry, from the two ratios':<48s} "
-      f"{(with_gil['julia'] / with_gil['native'] - direct / same_thread) * same_thread:12.2f} us")
-line("Julia direct / tf.numpy_function", direct / numpy_function, "   (goal: < 1x)")
-line("Julia pool / tf.numpy_function", pool / numpy_function, "   (goal: < 1x)")
-line("Julia in the caller thread / tf.numpy_function", callers / numpy_function, "   (goal: < 1x)")
+      f"{(float(gil_ratio) - float(ratio(direct, same_thread))) * float(same_thread):12.2f} us")
+ratio_line("Julia direct / tf.numpy_function", ratio(direct, numpy_function), "   (goal: < 1x)")
+ratio_line("Julia pool / tf.numpy_function", ratio(pool, numpy_function), "   (goal: < 1x)")
+ratio_line("Julia in the caller thread / tf.numpy_function", ratio(callers, numpy_function), "   (goal: < 1x)")

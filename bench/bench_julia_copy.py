@@ -6,7 +6,9 @@ should be its call overhead.  TF's kernels run single-threaded here
 (intra_op_parallelism_threads = 1), as the Julia body does: otherwise Neg
 would split its loop over TF's intra-op threads and the ratio would measure
 parallelism, not copies.  The Julia body alone, timed in Julia on arrays it
-reuses, shows what the op costs without the bridge.
+reuses, shows what the op costs without the bridge.  The four modes
+alternate round by round; figures are medians of the rounds, with their
+spread, and ratios medians of the paired rounds' ratios.
 """
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import vector_runner, interleaved_per_call_us, julia_op, report  # noqa: E402
+from _common import Figure, alternating_rounds, julia_op, ratio, ratio_line, report, vector_runner  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -50,18 +52,18 @@ runners = {}
 for label, native_config, julia_config in modes:
     runners[f"native Neg, 1e7 doubles ({label})"] = runner(ops.neg, native_config, negated, sessions)
     runners[f"Julia y .= x, 1e7 doubles ({label})"] = runner(jl.jl_copy, julia_config, same, sessions)
-# Alternating rounds, best of each: noise lands on every mode alike.
-times = {name: us / 1000 for name, us in interleaved_per_call_us(runners, CALLS // 4, rounds=8).items()}
+# Alternating rounds: noise lands on every mode alike.
+times = {name: us.map(lambda v: v / 1000) for name, us in alternating_rounds(runners, CALLS // 4, rounds=9).items()}
 for sess in sessions:
     sess.close()
 rows = [(name, ms, "ms/run") for name, ms in times.items()]
-ratios = [rows[1][1] / rows[0][1], rows[3][1] / rows[2][1]]
-body = bridge.julia.eval(f"""
+ratios = [ratio(rows[1][1], rows[0][1]), ratio(rows[3][1], rows[2][1])]
+body = Figure(bridge.julia.eval(f"""
     let x = collect(1.0:{SIZE}), y = similar(x)
         jl_copy(y, x)
-        minimum(@elapsed(jl_copy(y, x)) for _ in 1:{CALLS}) * 1e3
-    end""")
+        [@elapsed(jl_copy(y, x)) * 1e3 for _ in 1:{CALLS}]
+    end"""))
 rows.append(("jl_copy alone, called in Julia (no TF, no bridge)", body, "ms/run"))
 report("Zero-copy: a Julia op on 80 MB", rows, "Julia / native (default executor)", ratios[0], "<= 1.2x")
-print(f"  {'Julia / native (inline on Julia thread)':<48s} {ratios[1]:12.3f}x")
-print(f"  {'Julia op / its body alone (default executor)':<48s} {rows[1][1] / body:12.3f}x")
+ratio_line("Julia / native (inline on Julia thread)", ratios[1])
+ratio_line("Julia op / its body alone (default executor)", ratio(rows[1][1], float(body)))

@@ -13,7 +13,9 @@ So dynamic / same-work is the cost of handing Julia's array over (goal: memory
 speed, <= 1.3x); dynamic / in place adds what the dynamic form itself costs,
 allocating and filling an 80 MB Julia array, which no hand-over avoids.
 TF's kernels run single-threaded (intra_op_parallelism_threads = 1), as the
-Julia code does.  MB/s: the output's 80 MB over the time of one run.
+Julia code does.  MB/s: the output's 80 MB over the time of one run.  The
+modes alternate round by round; figures are medians of the rounds, with
+their spread, ratios the medians of the paired rounds' ratios.
 """
 import sys
 from pathlib import Path
@@ -21,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import vector_runner, interleaved_per_call_us, julia_op, report  # noqa: E402
+from _common import Figure, alternating_rounds, julia_op, ratio, ratio_line, report, vector_runner  # noqa: E402
 
 import bridge  # noqa: E402
 
-SIZE, CALLS, ROUNDS = 10_000_000, 3, 6
+SIZE, CALLS, ROUNDS = 10_000_000, 3, 7
 MB = SIZE * 8 / 1e6
 ROWS, COLS = 4000, 2500
 
@@ -69,33 +71,31 @@ runners = {}
 for mode, config in modes:
     for name, make, check in ops:
         runners[(mode, name)] = runner(make, config, check, sessions)
-# Alternating rounds, best of each: noise lands on every op alike.
-times = {key: us / 1000 for key, us in interleaved_per_call_us(runners, CALLS, rounds=ROUNDS).items()}
+# Alternating rounds: noise lands on every op alike.
+times = {key: us.map(lambda v: v / 1000) for key, us in alternating_rounds(runners, CALLS, rounds=ROUNDS).items()}
 for sess in sessions:
     sess.close()
-body = bridge.julia.eval(f"""
+body = Figure(bridge.julia.eval(f"""
     let x = collect(1.0:{SIZE})
         f(x) = x .+ 1
         f(x)
-        minimum(@elapsed(f(x)) for _ in 1:{CALLS * ROUNDS}) * 1e3
-    end""")
-copy = bridge.julia.eval(f"""
+        [@elapsed(f(x)) * 1e3 for _ in 1:{CALLS * ROUNDS}]
+    end"""))
+copy = Figure(bridge.julia.eval(f"""
     let x = collect(1.0:{SIZE}), y = similar(x)
         copyto!(y, x)
-        minimum(@elapsed(copyto!(y, x)) for _ in 1:{CALLS * ROUNDS}) * 1e3
-    end""")
+        [@elapsed(copyto!(y, x)) * 1e3 for _ in 1:{CALLS * ROUNDS}]
+    end"""))
 
 rows = [(f"{name} ({mode})", ms, f"ms/run  {MB / ms * 1e3:7.0f} MB/s") for (mode, name), ms in times.items()]
 rows.append(("x .+ 1 alone, in Julia (allocates 80 MB)", body, "ms/run"))
 rows.append(("copyto! of 80 MB between warm arrays, in Julia", copy, f"ms/run  {MB / copy * 1e3:7.0f} MB/s"))
-ratio = {mode: times[(mode, "dynamic")] / times[(mode, "static, same work")] for mode, _ in modes}
+same_work_ratio = {mode: ratio(times[(mode, "dynamic")], times[(mode, "static, same work")]) for mode, _ in modes}
 first = modes[0][0]
-report("Dynamic outputs: 1e7 doubles from Julia", rows, f"dynamic / static same work ({first})", ratio[first],
-       "<= 1.3x")
+report("Dynamic outputs: 1e7 doubles from Julia", rows, f"dynamic / static same work ({first})",
+       same_work_ratio[first], "<= 1.3x")
 for mode, _ in modes[1:]:
-    print(f"  {'dynamic / static same work (' + mode + ')':<48s} {ratio[mode]:12.3f}x")
+    ratio_line(f"dynamic / static same work ({mode})", same_work_ratio[mode])
 for mode, _ in modes:
-    print(f"  {'dynamic / static in place (' + mode + ')':<48s} "
-          f"{times[(mode, 'dynamic')] / times[(mode, 'static, in place')]:12.3f}x")
-    print(f"  {'dynamic rank 2 / dynamic (' + mode + ')':<48s} "
-          f"{times[(mode, 'dynamic, rank 2')] / times[(mode, 'dynamic')]:12.3f}x")
+    ratio_line(f"dynamic / static in place ({mode})", ratio(times[(mode, "dynamic")], times[(mode, "static, in place")]))
+    ratio_line(f"dynamic rank 2 / dynamic ({mode})", ratio(times[(mode, "dynamic, rank 2")], times[(mode, "dynamic")]))

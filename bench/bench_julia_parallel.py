@@ -9,7 +9,10 @@ other sessions, run at the same time on Julia's threads (one per CPU).
   op runs (goal <= 50 ms).
 
 Every op computes for its time without allocating or yielding, as a numeric
-solver does.  Each figure is the best of a few rounds.
+solver does.  The one-op anchor and the N-op runs alternate round by round
+(ROUNDS); figures are medians of the rounds, with their spread, and ratios
+the medians of the paired rounds' ratios.  The delay is the worst of up to
+200 short runs during the long op (a worst case, not a median).
 """
 import math
 import os
@@ -21,13 +24,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import julia_op  # noqa: E402
+from _common import julia_op, load_average, ratio, ratio_line, timed_rounds  # noqa: E402
 from support.build import busy_op  # noqa: E402  (tests/, on the path _common sets up)
 
 import bridge  # noqa: E402
 from bridge import julia  # noqa: E402
 
-LONG_OP, SHORT_OP, ROUNDS = 0.2, 0.001, 3
+LONG_OP, SHORT_OP, ROUNDS = 0.2, 0.001, 5
 CPUS = os.cpu_count() or 1
 
 work = julia_op("JlParallelWork", *busy_op("JlParallelWork"))
@@ -54,24 +57,22 @@ def session_of(n):
     return sess, run
 
 
-def best(run, seconds):
-    return min(run(seconds) for _ in range(ROUNDS))
-
-
 threads = julia.eval("Threads.nthreads()")
-print(f"Julia ops in parallel ({CPUS} CPUs, {threads} Julia threads)")
+print(f"Julia ops in parallel ({CPUS} CPUs, {threads} Julia threads; medians of {ROUNDS} alternating rounds)"
+      f"   ({load_average()})")
 runs = {n: session_of(n) for n in range(1, CPUS + 2)}
-one = best(runs[1][1], LONG_OP)
-print(f"  {'one ' + format(LONG_OP * 1e3, '.0f') + ' ms Julia op (anchor)':<48s} {one * 1e3:12.1f} ms")
+took = timed_rounds({n: (lambda run=run: run(LONG_OP)) for n, (_, run) in runs.items()}, rounds=ROUNDS,
+                    warmup=False)
+one = took[1]
+ratio_line(f"one {LONG_OP * 1e3:.0f} ms Julia op (anchor)", one.map(lambda t: t * 1e3), digits=1, unit=" ms")
 for n in range(2, CPUS + 2):
-    t = best(runs[n][1], LONG_OP)
     ideal = math.ceil(n / threads)
     goal = "   (goal: <= 1.3x)" if n == 2 and threads >= 2 else ""
-    print(f"  {f'{n} independent ops / one (ideal {ideal}x)':<48s} {t / one:12.3f}x{goal}")
+    ratio_line(f"{n} independent ops / one (ideal {ideal}x)", ratio(took[n], one), goal)
 
 # A short op in another session, while a long one runs.
 _, short = runs[1]
-alone = best(short, SHORT_OP)
+alone = timed_rounds({"short": lambda: short(SHORT_OP)}, rounds=15)["short"]
 long_sess, long_run = session_of(1)
 running = threading.Event()
 finished = threading.Event()
@@ -91,8 +92,9 @@ during = []
 while not finished.is_set() and len(during) < 200:
     during.append(short(SHORT_OP))
 thread.join()
-print(f"  {'1 ms op in another session, alone':<48s} {alone * 1e3:12.2f} ms")
+ratio_line("1 ms op in another session, alone", alone.map(lambda t: t * 1e3), digits=2, unit=" ms")
 print(f"  {'the same during a 5 s op, worst of ' + str(len(during)):<48s} {max(during) * 1e3:12.2f} ms")
-print(f"  {'delay by the 5 s op':<48s} {(max(during) - alone) * 1e3:12.2f} ms   (goal: <= 50 ms)")
+print(f"  {'delay by the 5 s op (worst - median alone)':<48s} {(max(during) - float(alone)) * 1e3:12.2f} ms"
+      "   (goal: <= 50 ms)")
 for sess, _ in list(runs.values()) + [(long_sess, None)]:
     sess.close()

@@ -3,8 +3,9 @@ as TFBridge.ReadOnlyArray vs as a plain Array, timed in Julia itself (no TF),
 so the difference is not lost in the noise of a whole op.
 
 Both entries wrap two 10-double buffers and call the same @noinline
-`y .= tanh.(x)`; rounds alternate between them and the best round of each
-counts.  The anchor is the plain entry, measured in the same run.
+`y .= tanh.(x)`; 15 rounds alternate between them; the figures are the
+medians of the rounds, with their spread, and the ratio the median of the
+paired rounds' ratios.  The anchor is the plain entry, measured in the same run.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import Figure, ratio, report  # noqa: E402
 
 from bridge.platform import paths
 from bridge.julia import runtime as julia_runtime  # noqa: E402
@@ -31,20 +32,20 @@ data, ints = [Ptr{Cvoid}(pointer(y)), Ptr{Cvoid}(pointer(x))], Int64[1, 10, 1, 1
 GC.@preserve y x data ints begin
     d, i = pointer(data), pointer(ints)
     loop(plain, 10, d, i); loop(readonly, 10, d, i)
-    best = [Inf, Inf]
     for round in 1:15
-        best[1] = min(best[1], @elapsed loop(plain, 10^6, d, i))
-        best[2] = min(best[2], @elapsed loop(readonly, 10^6, d, i))
+        a = @elapsed loop(plain, 10^6, d, i)
+        b = @elapsed loop(readonly, 10^6, d, i)
+        println(a * 1e3, " ", b * 1e3)  # ns per call
     end
-    println(best[1] * 1e3, " ", best[2] * 1e3)  # ns per call
 end
 """
 
 config = julia_runtime.julia_config()
 out = subprocess.run([config.executable, "--startup-file=no", "-O3", "-e", SCRIPT,
                       str(paths.julia_dir() / "TFBridge.jl")], capture_output=True, text=True, check=True)
-plain_ns, readonly_ns = (float(v) for v in out.stdout.split())
+pairs = [line.split() for line in out.stdout.splitlines() if line.strip()]
+plain_ns, readonly_ns = Figure(float(a) for a, _ in pairs), Figure(float(b) for _, b in pairs)
 report("Read-only inputs: an entry wrapping 2 x 10 doubles and calling y .= tanh.(x), in Julia",
-       [("plain Array input (anchor)", plain_ns / 1e3, "us/call"),
-        ("TFBridge.ReadOnlyArray input", readonly_ns / 1e3, "us/call")],
-       "read-only / plain", readonly_ns / plain_ns, "<= 1.05x")
+       [("plain Array input (anchor)", plain_ns.map(lambda ns: ns / 1e3), "us/call"),
+        ("TFBridge.ReadOnlyArray input", readonly_ns.map(lambda ns: ns / 1e3), "us/call")],
+       "read-only / plain", ratio(readonly_ns, plain_ns), "<= 1.05x")

@@ -6,7 +6,9 @@ per-run cost, dominates).  Both start from zeros and run scipy's L-BFGS-B
 for exactly MAXITER iterations (tolerances off); the bridge evaluates loss
 and gradient with one Session.run each (data as graph constants; the two
 fetched as one vector), scipy with numpy.  Rounds alternate between the
-modes and the best round of each counts; the time per iteration includes
+modes (stock TF's included, from its own process); each figure is the
+median of its rounds, with their spread, and each ratio the median of the
+paired rounds' ratios; the time per iteration includes
 everything minimize() does (the bridge's run reading the starting point and
 the one assigning the optimum too; the run putting the variables back at
 zeros before it, as the other modes start, is not timed).
@@ -48,7 +50,7 @@ import numpy as np  # noqa: E402
 from scipy.optimize import minimize  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report, run_anchor  # noqa: E402
+from _common import AnchorProcess, Figure, ratio, ratio_line, report  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -83,13 +85,8 @@ def fun(x):
     return float(f), np.array(g, dtype=np.float64)
 def run():
     return minimize(fun, np.zeros(D), jac=True, method="L-BFGS-B", options=FIXED)
-run()
-best, nit = float("inf"), 0
-for _ in range(ROUNDS):
-    t0 = time.perf_counter()
-    res = run()
-    best, nit = min(best, (time.perf_counter() - t0) / res.nit), res.nit
-print(json.dumps({"us": best * 1e6, "nit": nit}))
+ANCHOR_INFO = {"nit": run().nit}
+ANCHOR_FNS = {"run": run}
 """
 
 
@@ -178,44 +175,45 @@ def bench(n: int, d: int) -> None:
              "bare": lambda: minimize(bare_fun, np.zeros(d), jac=True, method="L-BFGS-B", options=FIXED)}
     # The variables back at zeros before each minimize(), as the other modes start: not timed.
     prepare = {"bridge": lambda: sess.run(init), "bridge, default session": lambda: default_sess.run(init)}
-    best = dict.fromkeys(modes, float("inf"))
+    rounds: dict[str, list[float]] = {name: [] for name in [*modes, "stock TF"]}
     iters = {}
     for name, fn in modes.items():
         prepare.get(name, lambda: None)()
         fn()  # warm-up
-    for _ in range(ROUNDS):
-        for name, fn in modes.items():
-            prepare.get(name, lambda: None)()
-            t0 = time.perf_counter()
-            result = fn()
-            elapsed = time.perf_counter() - t0
-            iters[name] = (result.nit, result.nfev)
-            best[name] = min(best[name], elapsed / result.nit)
-    assert iters["bridge"][0] == iters["scipy"][0], f"iteration counts differ: {iters}"
-
     with tempfile.NamedTemporaryFile(suffix=".pb") as f:
         f.write(g.as_graph_def())
         f.flush()
         consts = (f"PATH = {f.name!r}\nLOSS = {loss.name!r}\nGRAD = {fixed._grad.name!r}\n"
-                  f"READS = {[r.name for r in fixed._reads[0]]!r}\nD = {d}\nFIXED = {FIXED!r}\n"
-                  f"ROUNDS = {ROUNDS}\n")
-        anchor = run_anchor(consts + ANCHOR)
-    assert anchor["nit"] == iters["bridge"][0], f"stock TF took {anchor['nit']} iterations"
+                  f"READS = {[r.name for r in fixed._reads[0]]!r}\nD = {d}\nFIXED = {FIXED!r}\n")
+        with AnchorProcess(consts + ANCHOR) as anchor:
+            anchor_nit = anchor.info["nit"]
+            stock_tf = anchor.mode("run", 1)
+            for _ in range(ROUNDS):
+                for name, fn in modes.items():
+                    prepare.get(name, lambda: None)()
+                    t0 = time.perf_counter()
+                    result = fn()
+                    elapsed = time.perf_counter() - t0
+                    iters[name] = (result.nit, result.nfev)
+                    rounds[name].append(elapsed / result.nit * 1e6)
+                rounds["stock TF"].append(stock_tf.round()[0] / anchor_nit)
+    assert iters["bridge"][0] == iters["scipy"][0], f"iteration counts differ: {iters}"
+    assert anchor_nit == iters["bridge"][0], f"stock TF took {anchor_nit} iterations"
+    best = {name: Figure(values) for name, values in rounds.items()}
 
-    ours, theirs, tf_us = best["bridge"] * 1e6, best["scipy"] * 1e6, anchor["us"]
+    ours, theirs, tf_us = best["bridge"], best["scipy"], best["stock TF"]
     report(f"L-BFGS-B, logistic regression {n}x{d}, {iters['bridge'][0]} iterations "
            f"({iters['bridge'][1]} / {iters['scipy'][1]} evaluations)",
            [("bridge.train.ScipyOptimizer", ours, "us/iteration"),
             ("scipy.optimize.minimize on numpy", theirs, "us/iteration"),
-            ("the bridge with a default Session (TF's thread pools)", best["bridge, default session"] * 1e6,
+            ("the bridge with a default Session (TF's thread pools)", best["bridge, default session"],
              "us/iteration"),
-            ("TF's floor: scipy over bare TF_SessionRun calls", best["bare"] * 1e6, "us/iteration"),
+            ("TF's floor: scipy over bare TF_SessionRun calls", best["bare"], "us/iteration"),
             ("stock TF Session.run, same graph and loop (anchor)", tf_us, "us/iteration")],
-           "bridge / numpy", ours / theirs, "<= 1.5x")
-    print(f"  {'bridge / stock TF':<48s} {ours / tf_us:12.3f}x")
-    print(f"  {'bridge / TF floor (what the bridge adds)':<48s} {ours / (best['bare'] * 1e6):12.3f}x   "
-          "(goal: <= 1.15x)")
-    print(f"  {'TF floor / numpy (TF running the loss at all)':<48s} {best['bare'] / best['scipy']:12.3f}x")
+           "bridge / numpy", ratio(ours, theirs), "<= 1.5x")
+    ratio_line("bridge / stock TF", ratio(ours, tf_us))
+    ratio_line("bridge / TF floor (what the bridge adds)", ratio(ours, best["bare"]), "   (goal: <= 1.15x)")
+    ratio_line("TF floor / numpy (TF running the loss at all)", ratio(best["bare"], best["scipy"]))
 
     a, b = bridge_run(converge), scipy_run(CONVERGE)
     gap = float(np.max(np.abs(a.x - b.x)))

@@ -24,8 +24,9 @@ GradientDescent (one ResourceScatterAdd of 512 rows) and Adagrad
 Each (optimizer, way) runs in its own fresh interpreter (TensorFlow never
 shares a process with the bridge), which builds the model, checks it (the
 loss after CHECK_STEPS steps must agree with TF's), then times steps: the
-best mean of REPEATS bursts of CALLS steps.  The ways alternate for
-BENCH_ROUNDS rounds and each keeps its best round.
+median of REPEATS bursts' means over CALLS steps.  The ways alternate for
+BENCH_ROUNDS rounds (3 by default); each figure is the median of its rounds,
+with their spread, and each ratio the median of the paired rounds' ratios.
 """
 import json
 import os
@@ -33,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_anchor  # noqa: E402
+from _common import Figure, load_average, ratio, ratio_line, run_anchor  # noqa: E402
 
 REPO = str(Path(__file__).resolve().parent.parent)
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
@@ -57,13 +58,13 @@ def measure(sess, init, init_feed, train, loss, feed, calls):
     for _ in range({CHECK_STEPS}):
         sess.run(train, feed)
     check = float(sess.run(loss, feed))
-    best = float("inf")
+    took = []
     for _ in range({REPEATS}):
         t0 = time.perf_counter()
         for _ in range(calls):
             sess.run(train, feed)
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return {{"seconds": best, "loss": check}}
+        took.append((time.perf_counter() - t0) / calls)
+    return {{"seconds": sorted(took)[len(took) // 2], "loss": check}}
 '''
 
 
@@ -113,16 +114,16 @@ print(json.dumps(out))
 
 def main() -> None:
     wanted = [o for o in os.environ.get("BENCH_OPTIMIZERS", ",".join(OPTIMIZERS)).split(",") if o]
-    best: dict = {}
-    for _ in range(ROUNDS):  # alternate the ways; keep each one's best round
+    rounds: dict = {}
+    for _ in range(ROUNDS):  # alternate the ways
         for opt in wanted:
             for way, code in (("sparse", ours(opt, False)), ("tf", anchor(opt)), ("dense", ours(opt, True))):
-                result = run_anchor(code, timeout=1800)
-                kept = best.get((opt, way))
-                if kept is None or result["seconds"] < kept["seconds"]:
-                    best[(opt, way)] = result
+                rounds.setdefault((opt, way), []).append(run_anchor(code, timeout=1800))
+    best = {key: dict(results[-1], seconds=Figure(r["seconds"] * 1e3 for r in results))
+            for key, results in rounds.items()}  # milliseconds
     print(f"Training step on a {ROWS:,} x {DIM} float32 embedding table, {IDS} ids looked up "
-          f"(best of {ROUNDS} rounds x {REPEATS} bursts, fresh interpreters)")
+          f"(medians of {ROUNDS} alternating rounds, each the median of {REPEATS} bursts; fresh interpreters)"
+          f"   ({load_average()})")
     for opt in wanted:
         sparse, tf, dense = best[(opt, "sparse")], best[(opt, "tf")], best[(opt, "dense")]
         for other in (tf, dense):
@@ -130,12 +131,12 @@ def main() -> None:
                 raise SystemExit(f"{opt}: the losses after {CHECK_STEPS} steps differ: "
                                  f"{json.dumps(sparse)} vs {json.dumps(other)}")
         print(f"  {opt}")
-        print(f"  {'  bridge, IndexedSlices (sparse path)':<48s} {sparse['seconds'] * 1e3:12.2f} ms/step")
-        print(f"  {'  tf.compat.v1.train, same graph':<48s} {tf['seconds'] * 1e3:12.2f} ms/step")
-        print(f"  {'  bridge, gradient densified (dense path)':<48s} {dense['seconds'] * 1e3:12.2f} ms/step")
-        print(f"  {'  bridge / TensorFlow':<48s} {sparse['seconds'] / tf['seconds']:12.3f}x   (goal: <= 1.0x)")
-        print(f"  {'  dense path / sparse path':<48s} {dense['seconds'] / sparse['seconds']:12.1f}x   "
-              f"(speed-up of the sparse path)")
+        ratio_line("  bridge, IndexedSlices (sparse path)", sparse["seconds"], digits=2, unit=" ms/step")
+        ratio_line("  tf.compat.v1.train, same graph", tf["seconds"], digits=2, unit=" ms/step")
+        ratio_line("  bridge, gradient densified (dense path)", dense["seconds"], digits=2, unit=" ms/step")
+        ratio_line("  bridge / TensorFlow", ratio(sparse["seconds"], tf["seconds"]), "   (goal: <= 1.0x)")
+        ratio_line("  dense path / sparse path", ratio(dense["seconds"], sparse["seconds"]),
+                   "   (speed-up of the sparse path)", digits=1)
 
 
 if __name__ == "__main__":

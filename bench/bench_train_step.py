@@ -12,9 +12,11 @@ and batches, the batch fed through feed_dict at every step):
 Each side runs in its own fresh interpreter (TensorFlow never shares a
 process with the bridge; neither side here loads Julia), which builds the
 model, checks it (the loss after CHECK_STEPS steps from the initial values
-must agree between the sides), then times steps: the best mean of REPEATS
-bursts of CALLS steps.  The sides alternate for BENCH_ROUNDS rounds and each
-keeps its best round, so noise from other tenants lands on both.
+must agree between the sides), then times steps: the median of REPEATS
+bursts' means over CALLS steps.  The sides alternate for BENCH_ROUNDS rounds
+(3 by default), so noise from other tenants lands on both; each figure is
+the median of its rounds, with their spread, and the ratio the median of
+the paired rounds' ratios.
 """
 import json
 import os
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_anchor  # noqa: E402
+from _common import Figure, load_average, ratio, ratio_line, run_anchor  # noqa: E402
 
 REPO = str(Path(__file__).resolve().parent.parent)
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
@@ -51,13 +53,13 @@ def measure(name, sess, init, train, loss, feed):
     for _ in range({CHECK_STEPS}):
         sess.run(train, feed)
     check = float(sess.run(loss, feed))
-    best = float("inf")
+    took = []
     for _ in range({REPEATS}):
         t0 = time.perf_counter()
         for _ in range(CALLS[name]):
             sess.run(train, feed)
-        best = min(best, (time.perf_counter() - t0) / CALLS[name])
-    return {{"seconds": best, "loss": check}}
+        took.append((time.perf_counter() - t0) / CALLS[name])
+    return {{"seconds": sorted(took)[len(took) // 2], "loss": check}}
 
 CALLS = {CALLS!r}
 '''
@@ -151,24 +153,24 @@ TOLERANCE = {"mlp": 1e-10, "cnn": 1e-4}
 
 
 def main() -> None:
-    best = {"ours": {}, "tf": {}}
-    for _ in range(ROUNDS):  # alternate the two sides; keep each model's best round
+    rounds: dict = {"ours": {}, "tf": {}}
+    for _ in range(ROUNDS):  # alternate the two sides
         for side, code in (("ours", OURS), ("tf", ANCHOR)):
             for key, result in run_anchor(code, timeout=1200).items():
-                kept = best[side].get(key)
-                if kept is None or result["seconds"] < kept["seconds"]:
-                    best[side][key] = result
-    print(f"Training step time, bridge.train vs tf.compat.v1.train (best of {ROUNDS} rounds x "
-          f"{REPEATS} bursts, fresh interpreters, batch fed every step)")
+                rounds[side].setdefault(key, []).append(result)
+    best = {side: {key: dict(results[-1], seconds=Figure(r["seconds"] * 1e6 for r in results))
+                   for key, results in cases.items()} for side, cases in rounds.items()}  # microseconds
+    print(f"Training step time, bridge.train vs tf.compat.v1.train (medians of {ROUNDS} alternating rounds, "
+          f"each the median of {REPEATS} bursts; fresh interpreters, batch fed every step)   ({load_average()})")
     for key, title in TITLES.items():
         ours, tf = best["ours"][key], best["tf"][key]
         if abs(ours["loss"] - tf["loss"]) > TOLERANCE[key] * abs(tf["loss"]):
             raise SystemExit(f"{key}: the losses after {CHECK_STEPS} steps differ: "
                              f"{json.dumps(ours)} vs {json.dumps(tf)}")
         print(f"  {title}")
-        print(f"  {'  bridge.train.AdamOptimizer':<48s} {ours['seconds'] * 1e6:12.1f} us/step")
-        print(f"  {'  tf.compat.v1.train.AdamOptimizer':<48s} {tf['seconds'] * 1e6:12.1f} us/step")
-        print(f"  {'  bridge / TensorFlow':<48s} {ours['seconds'] / tf['seconds']:12.3f}x   (goal: <= 1.0x)")
+        ratio_line("  bridge.train.AdamOptimizer", ours["seconds"], digits=1, unit=" us/step")
+        ratio_line("  tf.compat.v1.train.AdamOptimizer", tf["seconds"], digits=1, unit=" us/step")
+        ratio_line("  bridge / TensorFlow", ratio(ours["seconds"], tf["seconds"]), "   (goal: <= 1.0x)")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ attribute, so both time the example's own functions; the anchor is the
 Jacobian the example's run.py builds from TensorFlow ops: one
 `bridge.gradients` of y[i] per row, fetched as a list.  All three run in one
 default Session per size, each call a Session.run; rounds alternate between
-them and the best round of each counts.
+them; figures are the medians of the rounds, with their spread, and ratios
+the medians of the paired rounds' ratios.
 
 Sizes: the example's (n = m = h = 10) and n = m = h = 100.  ForwardDiff comes
 from TFBRIDGE_JULIA_DEPOT, which `make bench` sets; without it only the
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, interleaved_per_call_us, julia_op, report  # noqa: E402
+from _common import REPO, Figure, alternating_rounds, julia_op, ratio, ratio_line, report  # noqa: E402
 
 import bridge  # noqa: E402
 from bridge import ops  # noqa: E402
@@ -97,29 +98,29 @@ def julia_alone(n: int, reps: int) -> dict:
         let input(A, name) = TFBridge.tf_view(TFBridge.ReadOnlyArray(ndims(A) == 2 ? copy(transpose(A)) : A, name)),
             x = input(randn({n}), :x), w1 = input(randn({n}, {n}) ./ sqrt({n}), :w1), b1 = input(randn({n}), :b1),
             w2 = input(randn({n}, {n}) ./ sqrt({n}), :w2), b2 = input(randn({n}), :b2)
-            best(f) = (f(); minimum(@elapsed(for _ in 1:{reps}; f(); end) for _ in 1:7) / {reps} * 1e6)
-            [{", ".join(f"best(() -> {calls[m]}(x, w1, b1, w2, b2))" for m in methods)}]
+            rounds(f) = (f(); [@elapsed(for _ in 1:{reps}; f(); end) / {reps} * 1e6 for _ in 1:7])
+            [{", ".join(f"rounds(() -> {calls[m]}(x, w1, b1, w2, b2))" for m in methods)}]
         end""")
-    return dict(zip(methods, np.atleast_1d(us)))
+    return {m: Figure(np.asarray(r, dtype=float)) for m, r in zip(methods, us)}
 
 
 sessions: list = []
 for n, calls, goal in SIZES:
     fns = runners(n, sessions)
-    times = interleaved_per_call_us(fns, calls)
+    times = alternating_rounds(fns, calls)
     rows = [(f"Julia op, {name} Jacobian" if name != "TF rows" else
              f"TF gradients row by row, {n} rows (anchor)", us, "us/run") for name, us in times.items()]
     alone = julia_alone(n, 20 * calls)
     rows += [(f"{name} Jacobian alone, called in Julia", us, "us/call") for name, us in alone.items()]
     if have_forwarddiff:
         report(f"TwoLayer Jacobian, n = m = h = {n}: one Session.run", rows,
-               "ForwardDiff / TF rows", times["ForwardDiff"] / times["TF rows"], goal)
-        print(f"  {'ForwardDiff / analytic':<48s} {times['ForwardDiff'] / times['analytic']:12.3f}x")
-        print(f"  {'ForwardDiff / analytic, alone in Julia':<48s} {alone['ForwardDiff'] / alone['analytic']:12.3f}x")
+               "ForwardDiff / TF rows", ratio(times["ForwardDiff"], times["TF rows"]), goal)
+        ratio_line("ForwardDiff / analytic", ratio(times["ForwardDiff"], times["analytic"]))
+        ratio_line("ForwardDiff / analytic, alone in Julia", ratio(alone["ForwardDiff"], alone["analytic"]))
     else:
         report(f"TwoLayer Jacobian, n = m = h = {n}: one Session.run", rows,
-               "analytic / TF rows", times["analytic"] / times["TF rows"], goal)
+               "analytic / TF rows", ratio(times["analytic"], times["TF rows"]), goal)
     if have_forwarddiff:
-        print(f"  {'analytic / TF rows':<48s} {times['analytic'] / times['TF rows']:12.3f}x")
+        ratio_line("analytic / TF rows", ratio(times["analytic"], times["TF rows"]))
 for sess in sessions:
     sess.close()

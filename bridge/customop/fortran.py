@@ -67,6 +67,11 @@ RELEASE_FLAGS = "-O2 -frecursive -ffree-line-length-none"
 DEBUG_FLAGS = "-O1 -g -frecursive -ffree-line-length-none -fcheck=all"
 TEMPLATES = ("fortran_kernel.cc.j2", "op_registration.cc.j2", "kernel_macros.cc.j2", "fortran_interface.f90.j2",
              "fortran_CMakeLists.txt.j2", "gradtest.py.j2")
+
+
+def output_pool_header() -> Path:
+    """The runtime's header a Fortran kernel includes (its small-output pool): part of the build's key."""
+    return paths.kernels_cpp_dir() / "include" / "tfjl" / "output_pool.h"
 _FORTRAN_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 _SOURCE_SUFFIXES = (".f90", ".F90", ".f95", ".f03", ".f08")
 
@@ -373,6 +378,7 @@ def cache_key(spec: OpSpec) -> str:
         key.add_file(path, "source " + path.name)
     for name in TEMPLATES:
         key.add_file(paths.templates_dir() / name, "template " + name)
+    key.add_file(output_pool_header(), "header tfjl/output_pool.h")
     key.add_modules(__name__)
     key.add(toolchain.tensorflow().fingerprint, *toolchain.tensorflow().definitions, gfortran_version(),
             fortran_flags())
@@ -415,7 +421,8 @@ def build_in(spec: OpSpec, work: Path, report: Callable[[str], None], BuildError
                  "-DCMAKE_Fortran_COMPILER=gfortran", f"-DCMAKE_Fortran_FLAGS={fortran_flags()}",
                  f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={work}", f"-DOP_SOURCE_DIR={directory}",
                  f"-DTF_INCLUDE_DIR={tf.include_dir}", f"-DTF_FRAMEWORK_LIBRARY={tf.framework_library}",
-                 f"-DTF_DEFINITIONS={';'.join(tf.definitions)}"]
+                 f"-DTF_DEFINITIONS={';'.join(tf.definitions)}",
+                 f"-DTFJL_INCLUDE_DIR={paths.kernels_cpp_dir() / 'include'}"]
     report(f"building {op}: configuring...")
     buildtools.run(configure, log, what=op, step="configuring", error=BuildError)
     report(f"building {op}: compiling...")

@@ -421,3 +421,24 @@ def test_language_directive_and_folder_detection(tmp_path):
     assert fortran.resolve_language(plain, tmp_path).language == "fortran"
     (tmp_path / "ft_lang.jl").write_text("")                               # both files: Julia, unless @language
     assert fortran.resolve_language(plain, tmp_path).language == ""
+
+
+def test_recycled_output_buffers_never_back_two_live_tensors(mix):
+    """Small outputs come from per-size free lists (docs/internals/kernels-cpp.md,
+    "Output buffers"): a buffer goes back to its list only when TF frees its
+    tensor.  Results of 300 runs of sizes that share lists, all kept alive
+    while later runs reuse freed buffers, each still hold their own values."""
+    rng = np.random.default_rng(11)
+    g, ph, outs = _graph(mix)
+    kept = []
+    with bridge.Session(g) as sess:
+        for i in range(300):
+            m, n = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+            values = _inputs(rng, m, n)
+            got = sess.run([outs[0], outs[5]], dict(zip(ph, values, strict=True)))
+            if i % 3:
+                kept.append((values, got))  # the others are dropped at once: their buffers are reused
+    for values, (y, rr) in kept:
+        want = _reference(*values)
+        np.testing.assert_array_equal(y, want[0])
+        np.testing.assert_array_equal(rr, want[5])

@@ -107,6 +107,91 @@ def test_python_threads_waiting_on_julias_thread_get_their_own_results(step):
                 future.result(timeout=300)
 
 
+CALLER_SLEEPS_SCRIPT = """
+import json, resource, sys
+import numpy as np
+import bridge
+from bridge import customop
+
+step = customop.load(sys.argv[1])
+g = bridge.Graph()
+with g.as_default():
+    x = bridge.placeholder(bridge.float64, [None], name="x")
+    y = step.jl_step(x)
+xv = np.arange(30_000.0)  # about 10-30 us of Julia work: longer than the caller's way back into TF
+with bridge.Session(g) as sess:  # two operations: the thread calling run executes the graph
+    for _ in range(10):
+        sess.run(y, {x: xv})
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    for _ in range(200):
+        out = sess.run(y, {x: xv})
+    slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+assert np.array_equal(out, 2 * xv + 1)
+print(json.dumps({"slept": slept}))
+"""
+
+
+@pytest.mark.serial  # a count of sleeps with a 10 ms poll: polling needs a core, as Julia's thread does
+def test_the_thread_running_a_small_graph_waits_for_its_julia_op_awake(step_dir):
+    """A Session runs a small graph in the thread calling it: the Julia kernel
+    hands its call over and Julia's thread finishes the step.  The calling
+    thread used to go back into TensorFlow and sleep until then, and the
+    wake-up (50-100 us on 2-core VMs) cost a Julia op on 10,000-60,000
+    doubles 80-140 us more than native Mul.  It now polls for the end of the
+    step for the poll time.  Counted, not timed: the calling thread's
+    voluntary context switches over 200 runs, with a poll time long enough
+    (10 ms) for a loaded machine (preemption while polling is involuntary,
+    not counted).  Before the fix: 200 of 200 runs slept, at a load of 14 on
+    2 cores; after it 0."""
+    env = {**os.environ, "TFBRIDGE_JULIA_POLL_US": "10000"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CALLER_SLEEPS_SCRIPT), str(step_dir)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    slept = json.loads(proc.stdout.strip().splitlines()[-1])["slept"]
+    assert slept <= 40, f"the calling thread slept in {slept} of 200 runs waiting for a short Julia op"
+
+ONE_CORE_SCRIPT = """
+import json, os, sys, time
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before Julia's threads start: they inherit it
+import numpy as np
+import bridge
+from bridge import customop
+
+step = customop.load(sys.argv[1])
+g = bridge.Graph()
+with g.as_default():
+    x = bridge.placeholder(bridge.float64, [None], name="x")
+    y = step.jl_step(x)
+xv = np.arange(10.0)
+with bridge.Session(g) as sess:  # a small graph: the calling thread runs it and polls for the Julia op
+    for _ in range(20):
+        sess.run(y, {x: xv})
+    c0 = time.process_time()
+    for _ in range(100):
+        out = sess.run(y, {x: xv})
+    cpu = time.process_time() - c0
+assert np.array_equal(out, 2 * xv + 1)
+print(json.dumps({"cpu_us_per_run": cpu / 100 * 1e6}))
+"""
+
+
+@pytest.mark.serial  # CPU time per run, with the process on one core
+def test_polls_yield_the_core_to_the_thread_they_wait_for(step_dir):
+    """With the process on one core, the calling thread polling for the Julia op's
+    end and Julia's thread polling for work share it.  A plain spin kept the
+    other thread off the core for the whole poll, so every run cost both polls
+    (93 us over native with 50 us polls; 2.7 ms with 1,000 us); the polls now
+    yield the core every few spins.  Counted in CPU time, which the machine's
+    other work inflates far less than wall time: with 2,000 us polls a run
+    spun about 4,000 us of CPU before, about 20-40 us now."""
+    env = {**os.environ, "TFBRIDGE_JULIA_POLL_US": "2000"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ONE_CORE_SCRIPT), str(step_dir)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cpu_us = json.loads(proc.stdout.strip().splitlines()[-1])["cpu_us_per_run"]
+    assert cpu_us < 500, f"a run on one core took {cpu_us:.0f} us of CPU: the polls spun instead of yielding"
+
+
 NAP_SCRIPT = """
 import json, sys, threading, time
 import numpy as np

@@ -138,6 +138,24 @@ class JuliaKernel : public tensorflow::AsyncOpKernel {
       done();
       return;
     }
+    if (ctx->run_all_kernels_inline()) {
+      // The thread of a run executed inline (RunOptions.inter_op_thread_pool
+      // = -1, as a Session runs small graphs: in the thread calling it).
+      // Once this returns, that thread has nothing left to do but sleep in
+      // TF_SessionRun until Julia's thread, which runs the rest of the step
+      // from `done`, finishes it; the wake-up then costs 50-100 us on the
+      // VMs measured, which every call longer than the caller's way back to
+      // its wait paid (a Julia op on 10,000 doubles: 108 us, native Mul 25).
+      // So it looks for the end of `done` first, for the runtime's poll time
+      // (docs/performance.md: one Julia op by size).
+      auto over = std::make_shared<std::atomic<bool>>(false);
+      Start(ctx, [done = std::move(done), over] {
+        done();
+        over->store(true, std::memory_order_release);
+      }, false);
+      poll_until(*over);
+      return;
+    }
     Start(ctx, std::move(done), false);
   }
 

@@ -13,6 +13,11 @@
 // appear in TF's allocator statistics or memory logs.  The pool keeps at most
 // kMaxFreePerClass free buffers of each size (about 1 MiB in all) and returns
 // the rest to the system.
+//
+// Fortran ops' kernels (templates/fortran_kernel.cc.j2), which link no Julia
+// runtime, use it too: they define TFJL_OUTPUT_POOL_STANDALONE before
+// including this header, and fresh buffers then come from aligned_alloc
+// (without the runtime's test hook, tfjl_set_output_pool_alloc).
 #ifndef TFJL_OUTPUT_POOL_H_
 #define TFJL_OUTPUT_POOL_H_
 
@@ -28,7 +33,17 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
+
+#ifdef TFJL_OUTPUT_POOL_STANDALONE
+namespace tfjl {
+using RawAllocFn = void* (*)(size_t alignment, size_t size);
+inline RawAllocFn output_pool_alloc() {
+  return [](size_t alignment, size_t size) { return std::aligned_alloc(alignment, size); };
+}
+}  // namespace tfjl
+#else
 #include "tfjl/runtime.h"
+#endif
 
 namespace tfjl {
 

@@ -120,6 +120,13 @@ bool on_julia_thread();
 // that a kernel running inline there stops the run instead of going on.
 bool call_abandoned();
 
+// Spins until `flag` is set or the runtime's poll time has passed
+// (TFBRIDGE_JULIA_POLL_US, 50 us by default; 0: returns at once), as the
+// runtime's own waiters do before they sleep: a thread that will wait for a
+// short call anyway looks for its result first, since waking a sleeping
+// thread costs 30-100 us on the VMs measured (docs/internals/kernels-cpp.md, "Waiting for work").
+void poll_until(const std::atomic<bool>& flag);
+
 // What tfjl::OutputPool (output_pool.h) calls for a fresh buffer when a free
 // list is empty: std::aligned_alloc, or the allocator a test installed with
 // tfjl_set_output_pool_alloc (capi.h).  Process-wide; never null.

@@ -172,6 +172,8 @@ void call_entry_async(EntryFn entry, const EntryArgs& args, JuliaDone done, void
 
 bool call_abandoned() { return JuliaThread::current_call_abandoned(); }
 
+void poll_until(const std::atomic<bool>& flag) { detail::poll_for(flag); }
+
 void abandon_call(void* ctx) {
   JuliaThread& julia = JuliaThread::instance();
   if (julia.ready()) julia.abandon_posted(ctx);

@@ -1,6 +1,7 @@
 #include "julia_thread.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -69,17 +70,6 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until `flag` is set or the poll time (poll_time()) has passed.
-void poll_for(const std::atomic<bool>& flag) {
-  static const std::chrono::nanoseconds poll = poll_time();
-  if (poll.count() == 0 || flag.load(std::memory_order_acquire)) return;
-  const auto until = std::chrono::steady_clock::now() + poll;
-  for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
-    cpu_relax();
-    if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= until) return;
-  }
-}
-
 // The Julia thread this thread is (0-based, as jl_threadid()), set when it
 // starts serving; -1 elsewhere.  Read only off the hot path.
 thread_local int t_julia_tid = -1;
@@ -105,6 +95,27 @@ __attribute__((visibility("default"))) std::atomic<int64_t> tfjl_interrupted_cal
 
 namespace tfjl {
 namespace detail {
+
+// Spins until `flag` is set or the poll time (poll_time()) has passed,
+// yielding the core every 64 spins (a microsecond or two).  The thread that
+// sets `flag` is often runnable on this very core: when the process has only
+// one core to itself (the other busy with other work), a plain spin kept it
+// off the core for the whole poll, and each hand-over to Julia's thread cost
+// both sides' polls, twice TFBRIDGE_JULIA_POLL_US (a Julia op on 10 doubles:
+// 93 us more than native Mul with 50 us polls, 2.7 ms with 1,000 us).  With
+// a core free, sched_yield returns at once (nothing else to run here).
+void poll_for(const std::atomic<bool>& flag) {
+  static const std::chrono::nanoseconds poll = poll_time();
+  if (poll.count() == 0 || flag.load(std::memory_order_acquire)) return;
+  const auto until = std::chrono::steady_clock::now() + poll;
+  for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
+    cpu_relax();
+    if ((spins & 63) == 63) {
+      if (std::chrono::steady_clock::now() >= until) return;
+      sched_yield();
+    }
+  }
+}
 
 JuliaThread& JuliaThread::instance() {
   static JuliaThread* const self = new JuliaThread();  // deliberately leaked, see header

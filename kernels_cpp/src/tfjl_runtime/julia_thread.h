@@ -216,6 +216,11 @@ class OutsideJulia {
   int gc_state_ = 0;
 };
 
+// Spins until `flag` is set or the poll time (TFBRIDGE_JULIA_POLL_US, 50 us
+// by default) has passed: how a waiting thread looks for a result before it
+// sleeps (julia_thread.cc; docs/internals/kernels-cpp.md, "Waiting for work").
+void poll_for(const std::atomic<bool>& flag);
+
 // Installs the SIGINT handler that abandons the calls in flight in front of
 // the current one, unless it is there already (sigint.cc).
 void ensure_sigint_hook();
