@@ -120,4 +120,6 @@ def test_both_run_in_reverse_mode(twolayer, diffusion):
     included) keeps the reverse mode from recording it: neither op fell back
     to dual numbers, at load or at a gradient."""
     from bridge import julia
-    assert julia.eval('join(sort(collect(TFBridge.ForwardDiffGradients.FORWARD_ONLY)), ",")') == ""
+    # Other modules of this process may load ops that fall back on purpose (test_forwarddiff's FdProbe).
+    forward_only = julia.eval('join(sort(collect(TFBridge.ForwardDiffGradients.FORWARD_ONLY)), ",")').split(",")
+    assert {"TwoLayerAuto", "DiffusionSolve1DAuto"}.isdisjoint(forward_only), forward_only
