@@ -100,7 +100,7 @@ function Passes(L::Layout, ys::Tuple, xs::Tuple, attrs::Tuple, input::Function, 
     for (i, x) in enumerate(xs)
         if i in L.differentiable_inputs
             B = input(length(buffers) + 1, x)
-            args[nout + i] = tf_view(ReadOnlyArray{eltype(B),ndims(B)}(pointer(B), size(B), L.inputs[i], B))
+            args[nout + i] = readonly_view(B, L.inputs[i])
             push!(buffers, B)
             push!(offsets, n)
             push!(counts, length(B) * parts(eltype(B)))
@@ -114,6 +114,10 @@ function Passes(L::Layout, ys::Tuple, xs::Tuple, attrs::Tuple, input::Function, 
     end
     return Passes(L, f, args, buffers, outputs, offsets, counts, n)
 end
+
+# (A function of B's type: `ReadOnlyArray{eltype(B),ndims(B)}` built in Passes' loop over untyped buffers cost
+# more than TwoLayer's whole sweep.)
+readonly_view(B::Array{T,N}, name::Symbol) where {T,N} = tf_view(ReadOnlyArray{T,N}(pointer(B), size(B), name, B))
 
 """A dual number `d` with partial `slot` one and the others zero (`slot` 0: all zero)."""
 @inline function seeded(d::Dual{T,V,N}, slot::Int) where {T,V,N}
@@ -218,10 +222,10 @@ How gradients are computed: `:auto` (the reverse mode, or dual numbers for
 an op whose forward function the reverse mode cannot run: FORWARD_ONLY),
 `:forward` or `:reverse` (for tests and benchmarks:
 `TFBridge.ForwardDiffGradients.MODE[] = :forward`).  The reverse mode costs
-a recording pass and a sweep, about 10-60 times the forward function in
-Julia whatever the number of inputs; dual numbers cost a pass per CHUNK
-input directions, each a few times the forward function: more from a few
-dozen inputs on, and even one pass costs more than a recording.
+a recording pass and a sweep, about 7 times the forward function in Julia
+(docs/performance.md) whatever the number of inputs; dual numbers cost a
+pass per CHUNK input directions, each a few times the forward function:
+more from a few dozen inputs on.
 """
 const MODE = Ref(:auto)
 

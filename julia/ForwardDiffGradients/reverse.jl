@@ -21,8 +21,20 @@ end
 
 """Sweep `t` back from the seeds in `adj` (by node): `adj` ends holding every node's adjoint."""
 function sweep!(adj::Vector{V}, t::Tape{V}) where {V}
-    nodes = t.nodes
-    @inbounds for i in length(nodes):-1:1
+    last = length(t)
+    # Between products, scalar nodes; a product's own nodes have no parents, and once the sweep has passed
+    # them (every later node added its share), the product sends their adjoints to its factors.
+    for j in length(t.products):-1:1
+        p = t.products[j]
+        sweep_nodes!(adj, t.nodes, p.first, last)
+        backward!(adj, p)
+        last = p.first - 1
+    end
+    return sweep_nodes!(adj, t.nodes, 1, last)
+end
+
+function sweep_nodes!(adj::Vector{V}, nodes::Vector{Node{V}}, first::Int, last::Int) where {V}
+    @inbounds for i in last:-1:first
         i & 0xfffff == 0 && checkinterrupt()   # every million nodes
         a = adj[i]
         iszero(a) && continue
@@ -33,12 +45,15 @@ function sweep!(adj::Vector{V}, t::Tape{V}) where {V}
     return adj
 end
 
+"""The tape's adjoints, one per node, zeros."""
+adjoints!(t::Tape{V}) where {V} = fill!(resize!(t.adjoints, length(t)), zero(V))
+
 """Per op, the length of its last tape, to size the next one."""
 const TAPE_SIZES = Dict{String,Int}()
 const TAPE_SIZES_LOCK = ReentrantLock()
 
 tape_size(L::Layout) = lock(() -> get(TAPE_SIZES, L.op, 0), TAPE_SIZES_LOCK)
-remember_size!(L::Layout, t::Tape) = lock(() -> (TAPE_SIZES[L.op] = length(t.nodes)), TAPE_SIZES_LOCK)
+remember_size!(L::Layout, t::Tape) = lock(() -> (TAPE_SIZES[L.op] = length(t)), TAPE_SIZES_LOCK)
 
 """The dual copy of input `x` (memory order) as leaves of tape `t`; values moved along `v` for second order."""
 function tracked_input(t::Tape{V}, x::AbstractArray, v = nothing) where {V}
@@ -59,7 +74,7 @@ tracked_leaf(t::Tape{V}, x::Complex, v::Number) where {V} =
     complex(tracked_leaf(t, real(x), real(v)), tracked_leaf(t, imag(x), imag(v)))
 
 """Add the adjoints of the leaves of buffer `B` (an input's, memory order) to its gradient `G`, `part` of each adjoint."""
-function gather!(G::AbstractArray, B::AbstractArray, adj::Vector, part::Function)
+function gather!(G::AbstractArray, B::AbstractArray, adj::Vector, part::F) where {F<:Function}
     @inbounds for k in eachindex(B)
         G[k] += gathered(B[k], adj, part, eltype(G))
     end
@@ -81,7 +96,7 @@ function reverse_gradient!(L::Layout, grads::Tuple, gys::Tuple, ys::Tuple, xs::T
         P.ndirections == 0 && return nothing
         values = forward!(P)
         remember_size!(L, t)
-        adj = zeros(Float64, length(t.nodes))
+        adj = adjoints!(t)
         for (j, o) in enumerate(L.differentiable_outputs)
             seed_adjoints!(adj, values[j], paired(L, o, values[j], gys[j]))
         end
@@ -102,7 +117,7 @@ function reverse_second!(L::Layout, grad_gys::Tuple, grad_xs::Tuple, vs::Tuple, 
         P.ndirections == 0 && return nothing
         values = forward!(P)
         remember_size!(L, t)
-        adj = zeros(V, length(t.nodes))
+        adj = adjoints!(t)
         for (j, o) in enumerate(L.differentiable_outputs)
             store_directional!(paired(L, o, values[j], grad_gys[j]), values[j])
             seed_adjoints!(adj, values[j], paired(L, o, values[j], gys[j]))

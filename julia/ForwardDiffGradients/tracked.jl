@@ -34,14 +34,36 @@ struct Node{V<:Real}
     second_partial::V
 end
 
-"""The operations of one reverse-mode pass, in order; the task recording it."""
+"""
+A product C = A * B on a tape: C's elements are the nodes `first`,
+`first + 1`, ... (column-major order, no parents); `A` and `B` are the
+factors' values, `A_nodes` and `B_nodes` their elements' nodes (0 for a
+constant), empty for a constant factor.
+"""
+struct Product{V<:Real}
+    first::Int
+    A::Matrix{V}
+    B::Matrix{V}
+    A_nodes::Matrix{Int32}
+    B_nodes::Matrix{Int32}
+end
+
+"""
+The operations of one reverse-mode pass, in order: `count` nodes (`nodes`
+has room for more: a push! per node, a call into Julia's runtime, cost a
+fifth of a recording) and the matrix products among them (products.jl); the
+adjoints' room for the sweep back (reverse.jl); the task recording it.
+"""
 mutable struct Tape{V<:Real}
     nodes::Vector{Node{V}}
+    count::Int
+    products::Vector{Product{V}}
+    adjoints::Vector{V}
     owner::Task
 end
 
-"""A tape with room for `size` nodes (the length of the op's last tape: growing costs copies)."""
-Tape{V}(size::Int = 0) where {V} = Tape{V}(sizehint!(Node{V}[], size), current_task())
+Base.length(t::Tape) = t.count
+
 
 """The value types a tape records: Float64 (first order) and the dual number of second order."""
 const VALUE_TYPES = (Float64, Dual{DIRECTION,Float64,1})
@@ -76,6 +98,36 @@ end
     return t
 end
 
+"""
+Finished tapes, per value type, kept with their room for the next pass
+(allocating an op's tape anew at each gradient, and its adjoints, cost as
+much as recording it): at most one per thread, of at most SPARE_NODES nodes.
+"""
+const SPARE = ntuple(i -> Tape{VALUE_TYPES[i]}[], length(VALUE_TYPES))
+@inline spare(::Type{Float64}) = SPARE[1]
+@inline spare(::Type{Dual{DIRECTION,Float64,1}}) = SPARE[2]
+const SPARE_NODES = 1 << 20
+
+"""An empty tape for this task with room for `size` nodes (the length of the op's last tape: growing costs copies)."""
+function Tape{V}(size::Int = 0) where {V}
+    t = lock(() -> isempty(spare(V)) ? nothing : pop!(spare(V)), RECORDING_LOCK)
+    t === nothing && return Tape{V}(Vector{Node{V}}(undef, max(size, 1024)), 0, Product{V}[], V[], current_task())
+    length(t.nodes) < size && resize!(t.nodes, size)
+    t.owner = current_task()
+    return t
+end
+
+"""Keep a finished tape for the next pass (without its products' matrices)."""
+function retire!(t::Tape{V}) where {V}
+    t.count = 0
+    empty!(t.products)
+    length(t.nodes) <= SPARE_NODES || return nothing
+    lock(RECORDING_LOCK) do
+        length(spare(V)) < Threads.nthreads() && push!(spare(V), t)
+    end
+    return nothing
+end
+
 """`f(tape)` with a new tape (room for `size` nodes) recording the numbers this task computes."""
 function recording(f, ::Type{V}, size::Int = 0) where {V}
     t = Tape{V}(size)
@@ -87,21 +139,40 @@ function recording(f, ::Type{V}, size::Int = 0) where {V}
     finally
         lock(() -> delete!(RECORDING, current_task()), RECORDING_LOCK)
         slots[Threads.threadid()] = nothing
+        retire!(t)
     end
 end
 
-"""A new input of the tape: a node with no parents."""
-function leaf(t::Tape{V}, value) where {V}
-    push!(t.nodes, Node{V}(Int32(0), Int32(0), zero(V), zero(V)))
-    return Tracked{V}(convert(V, value), Int32(length(t.nodes)))
+"""Append `node` to `t`; its number."""
+@inline function push_node!(t::Tape{V}, node::Node{V}) where {V}
+    n = t.count + 1
+    n > length(t.nodes) && grow!(t, n)
+    @inbounds t.nodes[n] = node
+    t.count = n
+    return n
 end
 
-@inline function node!(::Type{V}, value, a::Int32, da, b::Int32, db) where {V}
-    nodes = tape(V).nodes
-    push!(nodes, Node{V}(a, b, da, db))
-    length(nodes) < typemax(Int32) || throw(OutOfMemoryError())
-    return Tracked{V}(value, Int32(length(nodes)))
+@noinline function grow!(t::Tape, n::Int)
+    n < typemax(Int32) || throw(OutOfMemoryError())
+    resize!(t.nodes, max(2 * length(t.nodes), n))
+    return t
 end
+
+"""A new input of the tape: a node with no parents."""
+leaf(t::Tape{V}, value) where {V} =
+    Tracked{V}(convert(V, value), Int32(push_node!(t, Node{V}(Int32(0), Int32(0), zero(V), zero(V)))))
+
+"""`count` new nodes without parents (a recorded product's elements); the first one's number."""
+function parentless!(t::Tape{V}, count::Int) where {V}
+    first, last = t.count + 1, t.count + count
+    last > length(t.nodes) && grow!(t, last)
+    fill!(view(t.nodes, first:last), Node{V}(Int32(0), Int32(0), zero(V), zero(V)))
+    t.count = last
+    return first
+end
+
+@inline node!(::Type{V}, value, a::Int32, da, b::Int32, db) where {V} =
+    Tracked{V}(value, Int32(push_node!(tape(V), Node{V}(a, b, da, db))))
 
 """The result `value` of a unary operation on `x` whose derivative is `d`."""
 @inline track(value, x::Tracked{V}, d) where {V} =

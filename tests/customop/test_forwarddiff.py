@@ -42,14 +42,9 @@ from bridge import customop, julia, ops
 from bridge.customop.environment import how_to_add
 from bridge.framework.errors import CancelledError, DeadlineExceededError, InvalidArgumentError
 from support import REPO
-from support.build import op_folder, toolchain_missing
+from support.build import op_folder, skip_without_forwarddiff
 
-MISSING = toolchain_missing()
-if MISSING:
-    pytest.skip(f"cannot compile custom ops: {MISSING}", allow_module_level=True)
-if not os.environ.get("TFBRIDGE_JULIA_DEPOT"):
-    pytest.skip("TFBRIDGE_JULIA_DEPOT names no depot holding ForwardDiff (`make test` sets it)",
-                allow_module_level=True)
+skip_without_forwarddiff()
 
 MIX_SPEC = """FdMix
 double x(n)

@@ -9,7 +9,6 @@ The whole inverse problem with either gradient is in test_inverse_diffusion.py.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -17,14 +16,9 @@ import pytest
 import bridge
 from bridge import ops
 from support import REPO
-from support.build import toolchain_missing
+from support.build import skip_without_forwarddiff
 
-MISSING = toolchain_missing()
-if MISSING:
-    pytest.skip(f"cannot compile custom ops: {MISSING}", allow_module_level=True)
-if not os.environ.get("TFBRIDGE_JULIA_DEPOT"):
-    pytest.skip("TFBRIDGE_JULIA_DEPOT names no depot holding ForwardDiff (`make test` sets it)",
-                allow_module_level=True)
+skip_without_forwarddiff()
 
 EXAMPLES = REPO / "examples"
 

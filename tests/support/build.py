@@ -3,6 +3,7 @@ missing to build one, an op folder to load, ops built and loaded, a chain of
 ops, sample inputs, and the check of a spec error."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -25,6 +26,17 @@ def toolchain_missing() -> str:
     except toolchain.ToolchainError as exc:
         return str(exc)
     return ""
+
+
+def skip_without_forwarddiff() -> None:
+    """Skip the calling test module where no op can be built or no depot holds
+    ForwardDiff (`@gradient forwarddiff`; `make test` sets TFBRIDGE_JULIA_DEPOT)."""
+    missing = toolchain_missing()
+    if missing:
+        pytest.skip(f"cannot compile custom ops: {missing}", allow_module_level=True)
+    if not os.environ.get("TFBRIDGE_JULIA_DEPOT"):
+        pytest.skip("TFBRIDGE_JULIA_DEPOT names no depot holding ForwardDiff (`make test` sets it)",
+                    allow_module_level=True)
 
 
 def op_folder(parent: Path, name: str, spec: str, julia_source: str) -> Path:
