@@ -61,17 +61,12 @@ gradient!(L::Layout, grads::Tuple, gys::Tuple, ys::Tuple, xs::Tuple, attrs::Tupl
 """`gradient!` by dual numbers: ceil(directions / CHUNK) forward passes."""
 function forward_gradient!(L::Layout, grads::Tuple, gys::Tuple, ys::Tuple, xs::Tuple, attrs::Tuple)
     P = Passes(L, ys, xs, attrs, (i, x) -> gradient_input(x), gradient_output)
-    for first in 1:CHUNK:P.ndirections
-        checkinterrupt()
-        last = min(first + CHUNK - 1, P.ndirections)
-        seed!(P, first, last, true)
-        values = forward!(P)
+    each_chunk(P, grads) do values, first
         acc = zero(Partials{CHUNK,Float64})
         for (j, o) in enumerate(L.differentiable_outputs)
             acc = contract(acc, values[j], paired(L, o, values[j], gys[j]))
         end
-        scatter!(P, grads, acc, first, last)
-        seed!(P, first, last, false)
+        return acc
     end
     return nothing
 end

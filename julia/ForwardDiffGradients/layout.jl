@@ -211,6 +211,24 @@ function scatter!(P::Passes, grads::Tuple, acc::Partials, first::Int, last::Int)
     end
 end
 
+"""
+The forward passes of `P` by dual numbers, CHUNK directions at a time
+(seeded in slots 1 to CHUNK): `contract(values, first)` gives the partials
+of the chunk starting at direction `first` from the pass's output values,
+which are added to the gradient arrays `grads`.
+"""
+function each_chunk(contract::Function, P::Passes, grads::Tuple)
+    for first in 1:CHUNK:P.ndirections
+        checkinterrupt()
+        last = min(first + CHUNK - 1, P.ndirections)
+        seed!(P, first, last, true)
+        acc = contract(forward!(P), first)
+        scatter!(P, grads, acc, first, last)
+        seed!(P, first, last, false)
+    end
+    return nothing
+end
+
 add_part!(G::AbstractArray{<:Real}, k::Int, part::Int, v) = (G[k] += v; G)
 add_part!(G::AbstractArray{<:Complex}, k::Int, part::Int, v) =
     (G[k] += part == 1 ? complex(v, zero(v)) : complex(zero(v), v); G)

@@ -97,7 +97,7 @@ function backward!(adj::Vector{V}, p::Product{V}) where {V}
     m, n = size(p.A, 1), size(p.B, 2)
     dC = Matrix{V}(undef, m, n)
     copyto!(dC, 1, adj, p.first, m * n)
-    all(iszero, dC) && return adj
+    all(vanishes, dC) && return adj
     isempty(p.A_nodes) || scatter_adjoints!(adj, p.A_nodes, dense(dC, transpose(p.B)))
     isempty(p.B_nodes) || scatter_adjoints!(adj, p.B_nodes, dense(transpose(p.A), dC))
     return adj

@@ -37,13 +37,23 @@ function sweep_nodes!(adj::Vector{V}, nodes::Vector{Node{V}}, first::Int, last::
     @inbounds for i in last:-1:first
         i & 0xfffff == 0 && checkinterrupt()   # every million nodes
         a = adj[i]
-        iszero(a) && continue
+        vanishes(a) && continue
         node = nodes[i]
         node.first == 0 || (adj[node.first] += a * node.first_partial)
         node.second == 0 || (adj[node.second] += a * node.second_partial)
     end
     return adj
 end
+
+"""
+Whether an adjoint sends nothing back: zero, and for second order's dual
+numbers zero in its partial too.  (ForwardDiff's `iszero` of a dual number
+looks at its value alone: skipping on it lost every move along the
+direction of a node whose first-order adjoint is zero, at a minimum all of
+them.)
+"""
+@inline vanishes(a::Float64) = iszero(a)
+@inline vanishes(a::Dual{DIRECTION,Float64,1}) = iszero(value(a)) && iszero(partials(a)[1])
 
 """The tape's adjoints, one per node, zeros."""
 adjoints!(t::Tape{V}) where {V} = fill!(resize!(t.adjoints, length(t)), zero(V))

@@ -77,18 +77,13 @@ second!(L::Layout, grad_gys::Tuple, grad_xs::Tuple, vs::Tuple, gys::Tuple, ys::T
 function forward_second!(L::Layout, grad_gys::Tuple, grad_xs::Tuple, vs::Tuple, gys::Tuple, ys::Tuple, xs::Tuple,
                          attrs::Tuple)
     P = Passes(L, ys, xs, attrs, (i, x) -> second_input(x, vs[i]), second_output)
-    for first in 1:CHUNK:P.ndirections
-        checkinterrupt()
-        last = min(first + CHUNK - 1, P.ndirections)
-        seed!(P, first, last, true)
-        values = forward!(P)
+    each_chunk(P, grad_xs) do values, first
         acc = zero(Partials{CHUNK,Float64})
         for (j, o) in enumerate(L.differentiable_outputs)
             first == 1 && store_directional!(paired(L, o, values[j], grad_gys[j]), values[j])
             acc = second_contract(acc, values[j], paired(L, o, values[j], gys[j]))
         end
-        scatter!(P, grad_xs, acc, first, last)
-        seed!(P, first, last, false)
+        return acc
     end
     return nothing
 end

@@ -370,6 +370,22 @@ def test_hessian_and_hessian_vector_products_are_the_analytic_ones_in_every_mode
     _close(got_hv, _rosen_hessian(x0) @ v0, "hessian-vector product")
 
 
+def test_the_hessian_at_the_minimum_where_every_first_order_adjoint_vanishes(built, ad):
+    """At Rosenbrock's minimum (x = 1) every first-order adjoint of the tape is
+    zero while its moves along the direction are not: the sweep of second
+    order must not skip a node whose adjoint is a dual number of value zero
+    (ForwardDiff's iszero looks at the value alone; the sweep skipped those,
+    and the Hessian came out all zeros)."""
+    rosen = built[1]["rosen"].fd_rosen
+    g, x, spin, vector, f, grad, hessian, hvp = _rosen_graph(rosen, 3)
+    x0, v0 = np.ones(3), np.array([1.0, -2.0, 0.5])
+    with bridge.Session(g) as sess:
+        got_g, got_h, got_hv = sess.run([grad, hessian, hvp], {x: x0, spin: 0, vector: v0})
+    assert np.all(got_g == 0)
+    _close(got_h, _rosen_hessian(x0), "hessian at the minimum")
+    _close(got_hv, _rosen_hessian(x0) @ v0, "hessian-vector product at the minimum")
+
+
 @pytest.mark.parametrize("example", ["rosen", "mix"])
 def test_second_order_gradient_test_passes(built, example):
     """bridge.gradcheck(order=2) (issue 37, part 2): the Taylor remainder with

@@ -35,7 +35,7 @@ import bridge
 from bridge import distribute, train
 from bridge.framework.errors import DeadlineExceededError
 
-from support.distributed import Killer, regression_feed, regression_loss, worker_graph
+from support.distributed import Killer, local_regression_run, regression_feed, regression_loss, worker_graph
 
 RUN_TIMEOUT = 5.0
 STEPS = 12
@@ -54,30 +54,7 @@ def fresh_ps(cluster):
 
 def reference(steps: int = STEPS):
     """Each tower's losses and the final (w, b) of the same training replicated in one graph, run locally."""
-    g = bridge.Graph()
-    with g.as_default():
-        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name="w")
-        b = bridge.Variable(np.zeros(2), name="b")
-        feeds = []
-
-        def tower(i):
-            x = bridge.placeholder(bridge.float64, [None, 3], name="x")
-            y = bridge.placeholder(bridge.float64, [None, 2], name="y")
-            feeds.append((x, y))
-            return regression_loss(x, y, w, b)
-
-        rep = distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
-        init = bridge.global_variables_initializer()
-    losses = {0: [], 1: []}
-    with bridge.Session(g) as sess:
-        sess.run(init)
-        for s in range(steps):
-            feed = {**regression_feed(*feeds[0], s, 0), **regression_feed(*feeds[1], s, 1)}
-            values = sess.run(rep.tower_losses + [rep.train_op], feed)[:2]
-            for task in (0, 1):
-                losses[task].append(values[task])
-        final = sess.run([w.value(), b.value()])
-    return losses, final
+    return local_regression_run(steps)
 
 
 def train_two_workers(cluster, prefix, callback=None, checkpoint_dir=None, steps=STEPS, build=worker_graph,

@@ -19,7 +19,7 @@ from bridge import distribute, train
 from bridge.framework.errors import FailedPreconditionError
 from bridge.train.recovery import is_recoverable
 
-from support.distributed import (feed_of, local_trajectory, regression_feed, regression_loss, replicated_model,
+from support.distributed import (feed_of, local_regression_run, local_trajectory, regression_feed, replicated_model,
                                  run_steps, worker_graph)
 
 RUN_TIMEOUT = 20.0
@@ -226,28 +226,7 @@ def test_sync_replicas_optimizer_between_graphs_equals_in_graph_replication(clus
             sess.close()
     assert final_step == steps
     # The same two towers, in one graph, run locally.
-    g = bridge.Graph()
-    with g.as_default():
-        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name="w")
-        b = bridge.Variable(np.zeros(2), name="b")
-        feeds = []
-
-        def tower(i):
-            x = bridge.placeholder(bridge.float64, [None, 3], name="x")
-            y = bridge.placeholder(bridge.float64, [None, 2], name="y")
-            feeds.append((x, y))
-            return regression_loss(x, y, w, b)
-
-        rep = distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
-        init = bridge.global_variables_initializer()
-    expected = {0: [], 1: []}
-    with bridge.Session(g) as sess:
-        sess.run(init)
-        for s in range(steps):
-            feed = {**regression_feed(*feeds[0], s, 0), **regression_feed(*feeds[1], s, 1)}
-            losses = sess.run(rep.tower_losses + [rep.train_op], feed)[:2]
-            for task in (0, 1):
-                expected[task].append(losses[task])
+    expected, _ = local_regression_run(steps)
     for task in (0, 1):
         np.testing.assert_allclose(results[task], expected[task], rtol=0, atol=1e-12)
         assert results[task][-1] < results[task][0]

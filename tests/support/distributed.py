@@ -94,6 +94,36 @@ def regression_feed(x, y, step: int, task: int) -> dict:
     return {x: data, y: data @ np.array([[1.0, -1.0], [0.5, 0.25], [-0.75, 2.0]]) + np.array([0.5, -0.5])}
 
 
+def local_regression_run(steps: int):
+    """The between-graph linear regression's two towers replicated in one graph
+    and run locally (the reference of a distributed run): each tower's losses
+    per step, and the final (w, b)."""
+    g = bridge.Graph()
+    with g.as_default():
+        w = bridge.Variable(np.linspace(-0.5, 0.5, 6).reshape(3, 2), name="w")
+        b = bridge.Variable(np.zeros(2), name="b")
+        feeds = []
+
+        def tower(i):
+            x = bridge.placeholder(bridge.float64, [None, 3], name="x")
+            y = bridge.placeholder(bridge.float64, [None, 2], name="y")
+            feeds.append((x, y))
+            return regression_loss(x, y, w, b)
+
+        rep = distribute.replicate(tower, train.GradientDescentOptimizer(0.1), num_replicas=2)
+        init = bridge.global_variables_initializer()
+    losses = {0: [], 1: []}
+    with bridge.Session(g) as sess:
+        sess.run(init)
+        for s in range(steps):
+            feed = {**regression_feed(*feeds[0], s, 0), **regression_feed(*feeds[1], s, 1)}
+            values = sess.run(rep.tower_losses + [rep.train_op], feed)[:2]
+            for task in (0, 1):
+                losses[task].append(values[task])
+        final = sess.run([w.value(), b.value()])
+    return losses, final
+
+
 class Killer:
     """Kills a task (SIGKILL) once, after step ``at``, and restarts it ``down`` seconds later in a thread."""
 
