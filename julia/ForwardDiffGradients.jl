@@ -10,8 +10,9 @@
 # choice per op (layout.jl, `MODE`, `FORWARD_ONLY`):
 # - the reverse mode, by default (tracked.jl, reverse.jl): one pass on
 #   numbers that record a tape of the forward function's scalar operations,
-#   with ForwardDiff's derivative rules (DiffRules) and matrix products as
-#   one entry each (products.jl), and one sweep back to every input; second order records on values that are ForwardDiff's dual
+#   with ForwardDiff's derivative rules (DiffRules), and of its matrix
+#   products, one entry each (products.jl), then one sweep back to every
+#   input; second order records on values that are ForwardDiff's dual
 #   numbers moving along the incoming direction (forward over reverse);
 # - ForwardDiff's dual numbers, for forward functions the tape cannot follow
 #   (first_order.jl, second_order.jl): a pass per CHUNK input directions,
