@@ -60,39 +60,6 @@ function Base.copy(A::ReadOnlyArray{T,N}) where {T,N}
     GC.@preserve A B unsafe_copyto!(pointer(B), getfield(A, :ptr), length(B))
     return B
 end
-
-# Reading in bulk.  LLVM vectorizes a loop over an Array, not over
-# getindex's pointer loads above (it cannot tell they miss the destination):
-# `y .= 2 .* x` over a million doubles of an input took 260 us against 130
-# over an Array.  So broadcasting reads a source input, and copyto! an input,
-# through an Array over its memory made for that call only (returned by no
-# method; getfield of the wrapper still reaches none): TensorFlow's buffer,
-# alive for the op's call, or the Array the wrapper keeps alive (`root`),
-# which is then the one used.
-"""An Array reading `x`'s memory, for a broadcast or a copy: its `root` if that holds it, else over the buffer."""
-function read_array(x::ReadOnlyArray{T,N}) where {T,N}
-    root = getfield(x, :root)
-    if root isa Array{T,N}
-        size(root) == size(x) && pointer(root) == getfield(x, :ptr) && return root
-    end
-    length(x) == 0 && return Array{T,N}(undef, size(x))   # TF's empty buffers may have no address
-    return unsafe_wrap(Array, getfield(x, :ptr), size(x))
-end
-
-Base.Broadcast.extrude(x::ReadOnlyArray{T}) where {T} =
-    isbitstype(T) ? Base.Broadcast.extrude(read_array(x)) : Base.Broadcast.Extruded(x, Base.Broadcast.newindexer(x)...)
-Base.Broadcast.extrude(x::Transpose{T,<:ReadOnlyArray{T,2}}) where {T<:Number} =
-    isbitstype(T) ? Base.Broadcast.extrude(transpose(read_array(parent(x)))) :
-                    Base.Broadcast.Extruded(x, Base.Broadcast.newindexer(x)...)
-Base.Broadcast.extrude(x::PermutedDimsArray{T,N,perm,iperm,<:ReadOnlyArray{T,N}}) where {T,N,perm,iperm} =
-    isbitstype(T) ? Base.Broadcast.extrude(PermutedDimsArray(read_array(parent(x)), perm)) :
-                    Base.Broadcast.Extruded(x, Base.Broadcast.newindexer(x)...)
-
-function Base.copyto!(dest::Array{T,N}, src::ReadOnlyArray{T,N}) where {T,N}
-    isbitstype(T) && size(dest) == size(src) && return copyto!(dest, read_array(src))
-    return invoke(copyto!, Tuple{AbstractArray,AbstractArray}, dest, src)
-end
-
 # What broadcasting takes where a source shares memory with the destination:
 # a read-only array of the same type over a copy.
 function Base.unaliascopy(A::ReadOnlyArray{T,N}) where {T,N}

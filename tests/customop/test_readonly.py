@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import customop, errors, julia
+from bridge import customop, errors
 from support.build import op_folder
 
 SPEC = """WriteInput
@@ -222,41 +222,3 @@ def test_julia_call_arrays_stay_writable():
     a = np.zeros(3)
     bridge.julia.call("tfbridge_test_fill!", a)
     np.testing.assert_array_equal(a, [7, 7, 7])
-
-
-# Inputs as the kernels pass them (TF's memory, no root; a matrix as the
-# transpose of its row-major buffer, rank 3 permuted), read in bulk.
-BULK_READS = """
-let n = 1_000_000, a = rand(n), y = zeros(n)
-    GC.@preserve a begin
-        x = TFBridge.ReadOnlyArray{Float64,1}(pointer(a), (n,), :x, nothing)
-        m = TFBridge.tf_view(TFBridge.ReadOnlyArray{Float64,2}(pointer(a), (4, 3), :m, nothing))
-        t = TFBridge.tf_view(TFBridge.ReadOnlyArray{Float64,3}(pointer(a), (4, 3, 2), :t, nothing))
-        over_arrays = all(v -> Base.Broadcast.extrude(v) isa Base.Broadcast.Extruded{<:Union{Array,
-                              TFBridge.Transpose{Float64,Matrix{Float64}}, PermutedDimsArray{Float64,3,(3,2,1),(3,2,1),Array{Float64,3}}}},
-                          (x, m, t))
-        right = (y .= 2 .* x; y == 2 .* a) && (copyto!(y, x); y == a) &&
-                m == transpose(reshape(a[1:12], 4, 3)) && 2 .* t == 2 .* permutedims(reshape(a[1:24], 4, 3, 2), (3, 2, 1))
-        best = Dict(:input => Inf, :array => Inf)
-        for round in 1:15, (name, v) in ((:input, x), (:array, a))
-            y .= 2 .* v
-            best[name] = min(best[name], @elapsed(for _ in 1:5; y .= 2 .* v; end))
-        end
-        [Float64(over_arrays), Float64(right), best[:input] / best[:array]]
-    end
-end
-"""
-
-
-def test_bulk_reads_of_an_input_run_at_the_speed_of_an_array():
-    """Broadcasting over an input and copyto! from it read through an Array
-    over its memory (LLVM vectorizes that loop; getindex's pointer loads it
-    does not): `y .= 2 .* x` over a million doubles of an input took twice an
-    Array's time before.  Right values for vectors, transposed matrices and
-    permuted rank-3 inputs; the fastest of 15 alternating rounds within 1.4x
-    an Array's (2.0x before)."""
-    julia.init()
-    over_arrays, right, ratio = julia.eval(BULK_READS)
-    assert over_arrays == 1.0, "a broadcast reads an input through its getindex, not an Array"
-    assert right == 1.0, "a bulk read of an input gave wrong values"
-    assert ratio < 1.4, f"broadcast over an input: {ratio:.2f}x an Array's time"
